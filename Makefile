@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: setup reproduce test test-notebooks test-py clean-runs
+.PHONY: setup reproduce test test-notebooks test-py clean-runs readme
 
 $(BIN)/.posvec-installed: settings.ini setup.py
 	$(PY) -m venv $(VENV)
@@ -34,3 +34,6 @@ test-py: setup
 
 clean-runs:
 	rm -rf runs figures/smoke
+
+readme:
+	$(BIN)/python tests/readme.py > README.md
