@@ -15,7 +15,7 @@ import torch
 __all__ = ['ZOO_VARIANTS', 'PROFILES', 'VERDICTS', 'Profile', 'get_profile', 'project_root', 'cache_dir', 'figures_dir',
            'atomic_write', 'write_json', 'seed_everything', 'resolve_device', 'torch_dtype', 'Record']
 
-# %% ../nbs/00_config.ipynb #099a8588
+# %% ../nbs/00_config.ipynb #2250bc04
 @dataclass(frozen=True)
 class Profile:
     "Every knob of one scale of the reproduction (C = context window of the zoo models)."
@@ -63,6 +63,7 @@ class Profile:
     eval_docs: int = 16                  # documents for long-context PPL
     # paper-scale names (used when network and GPU exist)
     paper_models: tuple = ()
+    pretrained: tuple = ()               # zoo entries loaded from checkpoints instead of trained: "variant=hub-name-or-path"
 
     def __post_init__(self):
         if self.C <= 0 or self.window <= 0: raise ValueError(f"C and window must be positive, got C={self.C}, window={self.window}")
@@ -83,7 +84,7 @@ ZOO_VARIANTS = {
     "window_rope": "TL-Window-RoPE", "window_small": "TL-Window-80", "nope_new": "TL-NoPE-new",
 }
 
-# %% ../nbs/00_config.ipynb #cd038fba
+# %% ../nbs/00_config.ipynb #5b84457d
 PROFILES: dict[str, Profile] = {
     "smoke": Profile(
         name="smoke", corpus_max_files=80, vocab_size=512, d_model=32, n_layers=2, n_heads=2, n_kv_heads=2,
@@ -98,6 +99,9 @@ PROFILES: dict[str, Profile] = {
         n_kv_heads=4, d_ff=5632, C=2048, window=512, small_window=80, train_steps=0, batch_size=8, lr=4e-4,
         n_samples=32768, max_factor=4, ext_factors=(2, 4), pose_targets=(8, 16), pose_steps=1000,
         pose_batch_size=64, eval_docs=50,
+        pretrained=("rope=TinyLlama/TinyLlama_v1.1", "nope=AntNLP/TinyLlama-NoPE-1.1B", "window=AntNLP/TinyLlama-NoPE-1.1B",
+                    "window_rope=TinyLlama/TinyLlama_v1.1", "window_small=AntNLP/TinyLlama-NoPE-1.1B",
+                    "nope_new=AntNLP/TinyLlama-NoPE-1.1B"),
         paper_models=("TinyLlama/TinyLlama_v1.1", "AntNLP/TinyLlama-NoPE-1.1B", "huggyllama/llama-7b",
                       "meta-llama/Meta-Llama-3-8B", "01-ai/Yi-9B", "Qwen/Qwen1.5-7B")),
 }

@@ -17,8 +17,8 @@ from .data import profile_data, RandomWindows, fixed_length_samples
 from .variants import Variant, zoo_variants, model_config, set_attention
 
 # %% auto #0
-__all__ = ['token_nll', 'build_model', 'training_args', 'zoo_key', 'zoo_seed', 'zoo_path', 'train_zoo_model', 'load_zoo_model',
-           'zoo_manifest']
+__all__ = ['token_nll', 'build_model', 'training_args', 'zoo_key', 'zoo_seed', 'zoo_path', 'train_zoo_model', 'pretrained_source',
+           'load_zoo_model', 'zoo_manifest']
 
 # %% ../nbs/03_train.ipynb #b39427ad
 @torch.no_grad()
@@ -62,7 +62,7 @@ def training_args(profile: Profile, out_dir: Path, steps: int, batch_size: int, 
     base.update(kw)
     return TrainingArguments(**base)
 
-# %% ../nbs/03_train.ipynb #02fc341f
+# %% ../nbs/03_train.ipynb #b22b64a3
 def zoo_key(profile: Profile, name: str, manifest: dict) -> str:
     "Content key of a zoo entry: variant, model/training knobs, corpus + tokenizer hashes, seed."
     v = zoo_variants(profile)[name]
@@ -117,8 +117,23 @@ def train_zoo_model(profile: Profile, name: str, force: bool = False) -> Path:
     shutil.rmtree(partial, ignore_errors=True)
     return final
 
+def pretrained_source(profile: Profile, name: str) -> str | None:
+    "The checkpoint a zoo entry is loaded from (profile.pretrained 'variant=source'), or None when it is trained here."
+    for spec in profile.pretrained:
+        k, _, src = spec.partition("=")
+        if k == name: return src
+    return None
+
 def load_zoo_model(profile: Profile, name: str, attn: str = "posvec_sdpa", train: bool = True):
-    "A finished zoo model (trained first if missing and `train`), in eval mode."
+    "A zoo model in eval mode: loaded from its checkpoint (paper) or trained here first if missing and `train`."
+    src = pretrained_source(profile, name)
+    if src is not None:   # e.g. TinyLlama as TL-RoPE; a NoPE TinyLlama turned into TL-Window by configuration
+        from posvec_lib.variants import load_pretrained_variant
+        return load_pretrained_variant(src, zoo_variants(profile)[name], attn, dtype=torch_dtype(profile),
+                                       device=resolve_device(profile)).eval()
+    if profile.train_steps <= 0:
+        raise ValueError(f"zoo model {name!r} of profile {profile.name!r} has no checkpoint in profile.pretrained "
+                         f"({list(profile.pretrained)}) and train_steps=0: give one or set train_steps > 0")
     path = zoo_path(profile, name)
     if not (path / "manifest.json").exists():
         if not train: raise FileNotFoundError(f"zoo model {name!r} of profile {profile.name!r} is not trained ({path})")
