@@ -81,7 +81,7 @@ def status(art: Artifact, profile: Profile) -> dict:
     return dict(artifact=art.name, items=list(art.items), status=st, wall_time_s=run.get("wall_time_s"),
                 finished=run.get("finished"), error=run.get("error"))
 
-# %% ../nbs/11_reproduce.ipynb #59e83437
+# %% ../nbs/11_reproduce.ipynb #339ca2b5
 def _git_commit() -> str:
     try: return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=project_root(), capture_output=True, text=True).stdout.strip()
     except Exception: return ""
@@ -107,16 +107,27 @@ def run_artifact(art: Artifact, profile: Profile, overrides: dict | None = None,
             raise RuntimeError(f"notebook {art.name} finished without writing result.json (did it call rec.save()?)")
         rec.update(status="ok")
     except Exception as e:
-        cell = getattr(e, "cell_index", None)
+        nb_out = out_dir / f"{art.name}.ipynb"
         rec.update(status="failed", error=dict(type=getattr(e, "ename", type(e).__name__), message=str(getattr(e, "evalue", e))[:2000],
-                                               cell_index=cell, executed_notebook=str(out_dir / f"{art.name}.ipynb")))
-        log(f"FAILED {art.name}: {rec['error']['type']} in cell {cell}: {rec['error']['message'][:300]}")
+                                               executed_notebook=str(nb_out), **_failing_cell(nb_out)))
+        log(f"FAILED {art.name}: {rec['error']['type']} in cell [{rec['error'].get('execution_count')}] "
+            f"{rec['error'].get('cell_source', '')[:80]!r}: {rec['error']['message'][:300]}")
     finally:
         if env_before is None: os.environ.pop("POSVEC_HOME", None)
         else: os.environ["POSVEC_HOME"] = env_before
     rec.update(wall_time_s=round(time.time() - t0, 1), finished=time.strftime("%Y-%m-%d %H:%M:%S"))
     write_json(fig / "run.json", rec)
     return rec
+
+# %% ../nbs/11_reproduce.ipynb #25cb42c1
+def _failing_cell(nb_path: Path) -> dict:
+    "Index, execution count and source of the cell whose output is an error in an executed notebook."
+    try: cells = json.loads(Path(nb_path).read_text())["cells"]
+    except Exception: return {}
+    for i, c in enumerate(cells):
+        if any(o.get("output_type") == "error" for o in c.get("outputs", [])):
+            return dict(cell_index=i, execution_count=c.get("execution_count"), cell_source="".join(c["source"])[:1000])
+    return {}
 
 # %% ../nbs/11_reproduce.ipynb #c7806c8f
 def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False, overrides: dict | None = None,
@@ -144,7 +155,7 @@ def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False, ov
     write_json(log_dir / "summary.json", summary)
     return summary
 
-# %% ../nbs/11_reproduce.ipynb #466e9457
+# %% ../nbs/11_reproduce.ipynb #6559b212
 def list_artifacts(profile: str | Profile = "cpu") -> dict:
     "Artifacts with status, and paper items with the artifact covering them."
     P = get_profile(profile) if isinstance(profile, str) else profile
@@ -168,7 +179,7 @@ def write_report(profile: str | Profile = "cpu") -> Path:
     for a, res in rows:
         lines += [f"## {a['artifact']} — {', '.join(a['items'])}", "",
                   f"status: {a['status']}" + (f", {a['wall_time_s']:.0f}s, finished {a['finished']}" if a.get("wall_time_s") else ""), ""]
-        if a.get("error"): lines += [f"error: `{a['error']['type']}` in cell {a['error']['cell_index']}: {a['error']['message'][:300]}", ""]
+        if a.get("error"): lines += [f"error: `{a['error']['type']}` in cell [{a['error'].get('execution_count')}]: {a['error']['message'][:300]}", ""]
         if not res: continue
         for f in res["figures"]: lines.append(f"![{f}]({a['artifact']}/{f})")
         if res["figures"]: lines.append("")

@@ -60,7 +60,8 @@ def test_failing_notebook_is_reported_and_others_run(root, tmp_path, monkeypatch
     run = json.loads((tmp_path / "figures" / "smoke" / "broken" / "run.json").read_text())
     assert run["status"] == "failed" and run["error"]["type"] == "ValueError"
     executed = json.loads(Path(run["error"]["executed_notebook"]).read_text())["cells"]
-    assert "broken on purpose" in "".join(executed[run["error"]["cell_index"]]["source"])   # the failing cell is named
+    assert "broken on purpose" in run["error"]["cell_source"]                                # the failing cell is named
+    assert "broken on purpose" in "".join(executed[run["error"]["cell_index"]]["source"])
     assert not (tmp_path / "figures" / "smoke" / "broken" / "result.json").exists()
     assert R.main(["reproduce", "--profile", "smoke"]) == 1      # pose_coverage skipped, broken fails again
 
