@@ -50,7 +50,7 @@ def select(only: str | list | None) -> list[Artifact]:
     if bad: raise ValueError(f"unknown artifact(s) {bad}; allowed: {list(ARTIFACTS)}")
     return [ARTIFACTS[n] for n in names]
 
-# %% ../nbs/11_reproduce.ipynb #7468b1a7
+# %% ../nbs/11_reproduce.ipynb #1a987dc2
 def experiments_dir() -> Path:
     "nbs/experiments of the checkout (the runner needs the repository, not only the installed library)."
     d = project_root() / "nbs" / "experiments"
@@ -61,8 +61,9 @@ def experiments_dir() -> Path:
 
 def library_hash() -> str:
     "Hash of the installed posvec_lib source (any method change invalidates results)."
+    import posvec_lib
     h = hashlib.sha256()
-    for f in sorted(Path(__file__).parent.glob("*.py")):
+    for f in sorted(Path(posvec_lib.__file__).parent.glob("*.py")):
         if f.name != "_modidx.py": h.update(f.name.encode()); h.update(f.read_bytes())
     return h.hexdigest()[:12]
 
