@@ -139,7 +139,7 @@ def figures_dir(profile: str | Profile, *parts) -> Path:
     name = profile.name if isinstance(profile, Profile) else profile
     d = project_root().joinpath("figures", name, *parts); d.mkdir(parents=True, exist_ok=True); return d
 
-# %% ../nbs/00_config.ipynb #8fbb8f9f
+# %% ../nbs/00_config.ipynb #c1949d4b
 def atomic_write(path, data: str | bytes | None = None, writer=None):
     "Write `data` (or call `writer(tmp_path)`) to a temp file beside `path`, then rename it into place."
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
@@ -148,6 +148,7 @@ def atomic_write(path, data: str | bytes | None = None, writer=None):
     try:
         if writer is not None: writer(tmp)
         else: Path(tmp).write_bytes(data if isinstance(data, bytes) else data.encode())
+        os.chmod(tmp, 0o644)                      # mkstemp makes 0600; results are for reading
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp): os.remove(tmp)

@@ -11,7 +11,7 @@ from .config import PROFILES, Profile, get_profile, project_root, figures_dir, w
 
 # %% auto #0
 __all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'Artifact', 'check_items', 'select', 'experiments_dir', 'library_hash', 'inputs_hash',
-           'status', 'run_artifact', 'reproduce', 'list_artifacts', 'write_report', 'main']
+           'status', 'run_artifact', 'reproduce', 'list_artifacts', 'write_report', 'write_html_report', 'main']
 
 # %% ../nbs/11_reproduce.ipynb #7e822a06
 PAPER_ITEMS = (
@@ -156,7 +156,7 @@ def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False, ov
     write_json(log_dir / "summary.json", summary)
     return summary
 
-# %% ../nbs/11_reproduce.ipynb #6559b212
+# %% ../nbs/11_reproduce.ipynb #c64ec4ba
 def list_artifacts(profile: str | Profile = "cpu") -> dict:
     "Artifacts with status, and paper items with the artifact covering them."
     P = get_profile(profile) if isinstance(profile, str) else profile
@@ -193,7 +193,35 @@ def write_report(profile: str | Profile = "cpu") -> Path:
                 vals = ", ".join(f"{k}={_fmt(v)}" for k, v in c["values"].items())
                 lines.append(f"| {c['claim']} | **{c['verdict']}** | {vals} | {c.get('source', '')} |")
             lines.append("")
+    write_html_report(P, rows, counts, L)
     return atomic_write(root / "REPORT.md", "\n".join(lines) + "\n")
+
+def write_html_report(P: Profile, rows, counts, L) -> Path:
+    "figures/<profile>/REPORT.html: the same content as REPORT.md, self-contained (images embedded)."
+    import base64, html, pandas as pd
+    root = figures_dir(P); esc = html.escape
+    parts = [f"<h1>Reproduction report — profile <code>{esc(P.name)}</code></h1>",
+             f"<p class=summary>Claims: <b>{counts['holds']} hold</b>, <b>{counts['fails']} fail</b>, "
+             f"<b>{counts['not measurable']} not measurable</b> at this scale. Paper items covered: "
+             f"{len(PAPER_ITEMS) - len(L['missing'])} of {len(PAPER_ITEMS)}. Missing: {esc(', '.join(L['missing']) or 'none')}.</p>"]
+    for a, res in rows:
+        parts.append(f"<h2 id='{esc(a['artifact'])}'>{esc(a['artifact'])} — {esc(', '.join(a['items']))}</h2><p>status: {esc(a['status'])}</p>")
+        if not res: continue
+        for f in res["figures"]:
+            b64 = base64.b64encode((root / a["artifact"] / f).read_bytes()).decode()
+            parts.append(f"<img alt='{esc(f)}' src='data:image/png;base64,{b64}'>")
+        for t in res["tables"]:
+            parts.append(f"<h3>{esc(t[:-4])}</h3>" + pd.read_csv(root / a["artifact"] / t).to_html(index=False, na_rep="", float_format=lambda x: f"{x:.4g}"))
+        if res["claims"]:
+            parts.append("<table class=claims><tr><th>claim</th><th>verdict</th><th>measured</th><th>source</th></tr>" + "".join(
+                f"<tr class='{c['verdict'].replace(' ', '-')}'><td>{esc(c['claim'])}</td><td><b>{esc(c['verdict'])}</b></td>"
+                f"<td>{esc(', '.join(f'{k}={_fmt(v)}' for k, v in c['values'].items()))}</td><td>{esc(c.get('source', ''))}</td></tr>"
+                for c in res["claims"]) + "</table>")
+    css = ("body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}img{max-width:100%}"
+           "table{border-collapse:collapse;margin:.5em 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px}"
+           "tr.holds td:nth-child(2){color:#070}tr.fails td:nth-child(2){color:#a00}tr.not-measurable td:nth-child(2){color:#777}")
+    doc = f"<!doctype html><html><head><meta charset=utf-8><title>posvec report — {esc(P.name)}</title><style>{css}</style></head><body>{''.join(parts)}</body></html>"
+    return atomic_write(root / "REPORT.html", doc)
 
 def _fmt(v):
     if isinstance(v, float): return f"{v:.4g}"
