@@ -84,10 +84,10 @@ ZOO_VARIANTS = {
     "window_rope": "TL-Window-RoPE", "window_small": "TL-Window-80", "nope_new": "TL-NoPE-new",
 }
 
-# %% ../nbs/00_config.ipynb #5b84457d
+# %% ../nbs/00_config.ipynb #254ada08
 PROFILES: dict[str, Profile] = {
     "smoke": Profile(
-        name="smoke", corpus_max_files=80, vocab_size=512, d_model=32, n_layers=2, n_heads=2, n_kv_heads=2,
+        name="smoke", threads=1, corpus_max_files=80, vocab_size=512, d_model=32, n_layers=2, n_heads=2, n_kv_heads=2,
         d_ff=64, C=32, window=8, small_window=6, train_steps=30, batch_size=8, lr=3e-3, warmup_steps=5,
         eval_samples=8, n_samples=16, max_factor=2, ext_factors=(2,), pose_targets=(2, 4), pose_steps=4,
         pose_batch_size=2, passkey_trials=3, mc_iterations=500, eval_docs=2),

@@ -13,7 +13,7 @@ from .config import PROFILES, Profile, get_profile, project_root, figures_dir, w
 __all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'Artifact', 'check_items', 'select', 'experiments_dir', 'library_hash', 'inputs_hash',
            'status', 'run_artifact', 'reproduce', 'list_artifacts', 'write_report', 'write_html_report', 'main']
 
-# %% ../nbs/11_reproduce.ipynb #7e822a06
+# %% ../nbs/11_reproduce.ipynb #6ef98c9b
 PAPER_ITEMS = (
     [f"A Fig. {i}" for i in range(1, 17)] + [f"A Table {i}" for i in (1, 2, 3, 4, 6, 7, 8, 9)] +
     ["A rebuttal from-scratch models", "A rebuttal mainstream ablations", "A rebuttal ICL repetition",
@@ -31,6 +31,10 @@ class Artifact:
 ARTIFACTS: dict[str, Artifact] = {a.name: a for a in [
     Artifact("zoo", ("A Table 1", "A rebuttal from-scratch models"),
              "trains (or reuses) the model zoo; zoo table, loss curves, PPL by length, sinks, initial positional vectors"),
+    Artifact("A_formation", ("A Fig. 1", "A Fig. 2", "A Fig. 10", "A Fig. 11", "A Fig. 12", "A Fig. 13", "A Fig. 14", "A Fig. 15", "A Fig. 16"),
+             "PCA of positional vectors (NoPE/RoPE at layer 1 and a middle layer; every zoo model and layer); distinct positional vectors of window models vs receptive field l·W"),
+    Artifact("A_ablation", ("A Table 2", "A Table 6", "A Fig. 3", "A Fig. 7"),
+             "value / positional vector / basis / semantic vector removed from keys-values of initial vs later tokens: similarity and PPL; attention maps without components (sink, decay); toy attention"),
     Artifact("pose_coverage", ("B Fig. 1", "B Fig. 5", "B Fig. 6", "B rebuttal coverage"),
              "PoSE position ids drawn for two examples; coverage probability of relative positions (Monte Carlo)"),
 ]}
