@@ -13,7 +13,7 @@ from .config import PROFILES, Profile, get_profile, project_root, figures_dir, w
 __all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'Artifact', 'check_items', 'select', 'experiments_dir', 'library_hash', 'inputs_hash',
            'status', 'run_artifact', 'reproduce', 'list_artifacts', 'write_report', 'write_html_report', 'main']
 
-# %% ../nbs/11_reproduce.ipynb #6ef98c9b
+# %% ../nbs/11_reproduce.ipynb #0dab3096
 PAPER_ITEMS = (
     [f"A Fig. {i}" for i in range(1, 17)] + [f"A Table {i}" for i in (1, 2, 3, 4, 6, 7, 8, 9)] +
     ["A rebuttal from-scratch models", "A rebuttal mainstream ablations", "A rebuttal ICL repetition",
@@ -31,12 +31,26 @@ class Artifact:
 ARTIFACTS: dict[str, Artifact] = {a.name: a for a in [
     Artifact("zoo", ("A Table 1", "A rebuttal from-scratch models"),
              "trains (or reuses) the model zoo; zoo table, loss curves, PPL by length, sinks, initial positional vectors"),
+    Artifact("A_beyond_window", ("A Fig. 4", "A Fig. 5", "A Table 8"),
+             "direct extrapolation: PPL and positional-vector similarity beyond C per variant; NoPE attention, sink and logits beyond C; sink/logits by interval"),
+    Artifact("A_extend", ("A Table 3", "A Fig. 6", "A Table 4", "A Fig. 8", "A Fig. 9", "A Table 7", "A Table 9", "A rebuttal attention scaling NoPE"),
+             "training-free extension (attention/initial scaling, Dynamic NTK, positional vector replacement, window extension): effective ratio, similarity, PPL"),
+    Artifact("A_rebuttal_icl", ("A rebuttal ICL repetition", "A rebuttal window attention check"),
+             "in-context repetition inside/beyond the window with and without the methods; window-only vs full-input last-layer states, needle randomised"),
     Artifact("A_formation", ("A Fig. 1", "A Fig. 2", "A Fig. 10", "A Fig. 11", "A Fig. 12", "A Fig. 13", "A Fig. 14", "A Fig. 15", "A Fig. 16"),
              "PCA of positional vectors (NoPE/RoPE at layer 1 and a middle layer; every zoo model and layer); distinct positional vectors of window models vs receptive field l·W"),
     Artifact("A_ablation", ("A Table 2", "A Table 6", "A Fig. 3", "A Fig. 7"),
              "value / positional vector / basis / semantic vector removed from keys-values of initial vs later tokens: similarity and PPL; attention maps without components (sink, decay); toy attention"),
     Artifact("pose_coverage", ("B Fig. 1", "B Fig. 5", "B Fig. 6", "B rebuttal coverage"),
              "PoSE position ids drawn for two examples; coverage probability of relative positions (Monte Carlo)"),
+    Artifact("B_ppl", ("B Table 1", "B Fig. 3", "B Table 3", "B rebuttal StreamingLLM"),
+             "PoSE / Full-length / RandPos fine-tunes; sliding-window PPL C..s2·C on two corpora; training memory and time per step; PPL vs step; short-context PPL stand-in for lm-eval; first-k-token PPL vs StreamingLLM"),
+    Artifact("B_passkey", ("B Fig. 2", "B rebuttal passkey baselines"),
+             "passkey retrieval accuracy vs prompt length for Original, PI-only, RandPos, Full-length, PoSE (official and code prompts)"),
+    Artifact("B_interpolation", ("B Table 6", "B Fig. 4", "B Table 2"),
+             "PI-only vs Full-length vs PoSE for Linear/NTK/YaRN; PPL vs length on two RoPE bases (rope, window_rope); extreme 64C targets"),
+    Artifact("B_chunks", ("B Table 4", "B Table 5", "B rebuttal u0 variants"),
+             "PoSE sampler ablations: chunk content, number of chunks, first chunk at 0 vs last chunk at Lt-1"),
 ]}
 
 def check_items():

@@ -1,0 +1,67 @@
+"""Fine-tuning (posvec_lib.finetune): the distributed path with two CPU processes, launch configs, passkey and StreamingLLM invariants."""
+import json, os, subprocess, sys, time
+import numpy as np
+import pytest
+import torch
+
+from posvec_lib.config import get_profile, project_root
+from posvec_lib.data import profile_data
+from posvec_lib.train import train_zoo_model, load_zoo_model, token_nll
+from posvec_lib.finetune import (FinetuneSpec, finetune_path, deepspeed_zero3_config, accelerate_zero3_config,
+                                 passkey_prompt, passkey_min_length, PASSKEY_VARIANTS, streaming_nll, first_integer)
+
+
+@pytest.fixture(scope="module")
+def smoke():
+    P = get_profile("smoke")
+    train_zoo_model(P, "rope")          # seconds; both ranks below need the base model on disk
+    return P
+
+
+def test_torchrun_two_cpu_processes(smoke, venv_bin):
+    "torchrun --nproc_per_node 2 (gloo): a few PoSE steps, each process half the batch, rank 0 writes the run."
+    spec = FinetuneSpec("pose", 4, "linear", steps=3)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "POSVEC_HOME": str(project_root())}
+    t = time.time()
+    r = subprocess.run([str(venv_bin / "torchrun"), "--standalone", "--nnodes", "1", "--nproc_per_node", "2",
+                        "-m", "posvec_lib.finetune", "--profile", "smoke", "--method", "pose", "--target", "4",
+                        "--steps", "3", "--force"], env=env, capture_output=True, text=True, timeout=55)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
+    assert len(out) == 1 and out[0]["world_size"] == 2, r.stdout[-2000:]      # printed by rank 0 only
+    man = json.loads((finetune_path(smoke, spec) / "manifest.json").read_text())
+    assert man["world_size"] == 2 and man["parallel_mode"] == "distributed"
+    assert man["per_device_batch_size"] * 2 == smoke.pose_batch_size and man["steps"] == 3
+    assert man["rope_parameters"]["rope_type"] == "linear" and man["rope_parameters"]["factor"] == 4.0
+    assert time.time() - t < 60
+
+
+def test_launch_configs_in_repo_match_code(root):
+    "configs/ holds exactly what the library writes (ZeRO-3, 8 processes)."
+    ds = json.loads((root / "configs" / "ds_zero3.json").read_text())
+    assert ds == json.loads(json.dumps(deepspeed_zero3_config()))
+    assert ds["zero_optimization"]["stage"] == 3 and ds["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"]
+    assert (root / "configs" / "accelerate_zero3.yaml").read_text() == accelerate_zero3_config()
+
+
+@pytest.mark.parametrize("variant", list(PASSKEY_VARIANTS))
+def test_passkey_prompt_exact_length(smoke, variant):
+    tok = profile_data(smoke).tokenizer
+    rng = np.random.default_rng(0)
+    lo = passkey_min_length(tok, variant)
+    for L in (lo + 6, lo + 50, lo + 333):
+        k = int(rng.integers(1, 50000))
+        x = passkey_prompt(tok, L, k, rng, variant)
+        assert len(x) == L and int(x[0]) == tok.bos_token_id
+        assert first_integer(tok.decode(x[1:]).split("pass key is" if variant == "official" else "pass_key =")[1]) == k
+
+
+def test_streaming_block1_is_exact(smoke):
+    "Every late token's streaming NLL equals a forward on exactly sinks + recent window."
+    P = smoke; m = load_zoo_model(P, "rope"); d = profile_data(P)
+    doc = torch.cat([torch.tensor([d.tokenizer.bos_token_id]), torch.as_tensor(d.test.doc(1)[:2 * P.C])]).long()
+    st = streaming_nll(m, doc, P.C, n_sink=2, block=1)
+    for t in (P.C, P.C + 7, 2 * P.C):
+        ctx = torch.cat([doc[:2], doc[t - (P.C - 2):t]])
+        ref = token_nll(m, torch.cat([ctx, doc[t:t + 1]])[None])[0, -1]
+        assert abs(float(st[t - 1]) - float(ref)) < 1e-4
