@@ -15,7 +15,7 @@ import torch
 __all__ = ['ZOO_VARIANTS', 'PROFILES', 'VERDICTS', 'Profile', 'get_profile', 'project_root', 'cache_dir', 'figures_dir',
            'atomic_write', 'write_json', 'seed_everything', 'resolve_device', 'torch_dtype', 'Record']
 
-# %% ../nbs/00_config.ipynb #96e18bb6
+# %% ../nbs/00_config.ipynb #62b7da26
 @dataclass(frozen=True)
 class Profile:
     "Every knob of one scale of the reproduction (C = context window of the zoo models)."
@@ -63,6 +63,8 @@ class Profile:
     eval_docs: int = 16                  # documents for long-context PPL
     # paper-scale names (used when network and GPU exist)
     paper_models: tuple = ()
+    # A Table 6 / rebuttal: further models for the ablations in attention: zoo names or hub names / paths
+    ablation_models: tuple = ("nope_new", "window_rope")
     pretrained: tuple = ()               # zoo entries loaded from checkpoints instead of trained: "variant=hub-name-or-path"
 
     def __post_init__(self):
@@ -84,7 +86,7 @@ ZOO_VARIANTS = {
     "window_rope": "TL-Window-RoPE", "window_small": "TL-Window-80", "nope_new": "TL-NoPE-new",
 }
 
-# %% ../nbs/00_config.ipynb #e9e7d972
+# %% ../nbs/00_config.ipynb #6d7a03ec
 PROFILES: dict[str, Profile] = {
     "smoke": Profile(
         name="smoke", threads=1, corpus_max_files=80, vocab_size=512, d_model=32, n_layers=2, n_heads=2, n_kv_heads=2,
@@ -102,6 +104,7 @@ PROFILES: dict[str, Profile] = {
         pretrained=("rope=TinyLlama/TinyLlama_v1.1", "nope=AntNLP/TinyLlama-NoPE-1.1B", "window=AntNLP/TinyLlama-NoPE-1.1B",
                     "window_rope=TinyLlama/TinyLlama_v1.1", "window_small=AntNLP/TinyLlama-NoPE-1.1B",
                     "nope_new=AntNLP/TinyLlama-NoPE-1.1B"),
+        ablation_models=("nope_new", "meta-llama/Meta-Llama-3-8B", "01-ai/Yi-9B", "Qwen/Qwen1.5-7B"),
         paper_models=("TinyLlama/TinyLlama_v1.1", "AntNLP/TinyLlama-NoPE-1.1B", "huggyllama/llama-7b",
                       "meta-llama/Meta-Llama-3-8B", "01-ai/Yi-9B", "Qwen/Qwen1.5-7B")),
 }
@@ -192,7 +195,7 @@ def torch_dtype(profile: Profile) -> torch.dtype:
     if profile.dtype not in allowed: raise ValueError(f"unknown dtype {profile.dtype!r}; allowed: {sorted(allowed)}")
     return allowed[profile.dtype]
 
-# %% ../nbs/00_config.ipynb #f92792ff
+# %% ../nbs/00_config.ipynb #7c358409
 VERDICTS = ("holds", "fails", "not measurable")
 
 class Record:
@@ -203,7 +206,7 @@ class Record:
         self.dir.mkdir(parents=True, exist_ok=True)
         stale = self.dir / "result.json"
         if stale.exists(): stale.unlink()   # a rerun invalidates the old completion marker first
-        self.figures, self.tables, self.claims, self.numbers, self.t0 = [], [], [], {}, time.time()
+        self.figures, self.tables, self.claims, self.numbers, self.findings, self.t0 = [], [], [], {}, [], time.time()
 
     def figure(self, fig, name: str, title: str | None = None):
         "Save a matplotlib figure as PNG and PDF."
@@ -225,6 +228,10 @@ class Record:
 
     def number(self, key: str, value): self.numbers[key] = value; return value
 
+    def finding(self, text: str):
+        "A short written finding (Markdown) for the report, computed from this run's numbers."
+        self.findings.append(str(text)); return text
+
     def check(self, claim: str, verdict: bool | str | None, source: str = "", **values):
         "Record a claim check: True/False -> holds/fails, None -> not measurable; `values` are the measurements."
         v = {True: "holds", False: "fails", None: "not measurable"}.get(verdict, verdict) if not isinstance(verdict, str) else verdict
@@ -237,7 +244,7 @@ class Record:
     def save(self, **extra) -> Path:
         "Write result.json (atomically, last): the artifact's completion marker."
         res = dict(artifact=self.artifact, profile=self.profile.name, items=self.items, figures=self.figures,
-                   tables=self.tables, claims=self.claims, numbers=self.numbers, knobs=self.profile.knobs, **extra)
+                   tables=self.tables, claims=self.claims, numbers=self.numbers, findings=self.findings, knobs=self.profile.knobs, **extra)
         return write_json(self.dir / "result.json", res)
 
 def _to_markdown(df, floatfmt=".4g") -> str:
