@@ -151,7 +151,7 @@ def ablation_table(model, sets: dict, ref: InputVectors, pv0: PositionalVectors,
     df["ppl_ratio"] = df["ppl"] / df["ppl"].iloc[0]
     return df
 
-# %% ../nbs/06a_ablate.ipynb #2c54e726
+# %% ../nbs/06a_ablate.ipynb #c855719e
 def uniform_attention(T: int) -> torch.Tensor:
     "Uniform causal attention weights [1, 1, T, T]: query t spreads 1/(t+1) over keys 0..t."
     a = torch.tril(torch.ones(T, T, dtype=torch.float64))
@@ -162,12 +162,15 @@ def sink_excess(attn: torch.Tensor, skip: int = 4) -> torch.Tensor:
     T = attn.shape[-1]
     return (sink_share(attn)[..., skip:] / uniform_sink_share(T)[skip:]).mean(-1)
 
-def decay_ratio(attn: torch.Tensor, near: int = 4) -> torch.Tensor:
-    "Mean attention at distances 1..near over that at distances T/2..T-2 (key 0 excluded), relative to uniform attention: [L, H]."
+def decay_ratio(attn: torch.Tensor, near: int = 4, far: tuple[int, int] | None = None) -> torch.Tensor:
+    """Mean attention at distances 1..near over that at distances far = [lo, hi) (default T/2..T-2; key 0 excluded),
+    relative to uniform attention: [L, H]. Window attention never reaches beyond W: give far=(W//2, W) there."""
     T = attn.shape[-1]
+    lo, hi = far if far is not None else (T // 2, T - 1)                  # distance T-1 only reaches key 0
+    if not near < lo < hi <= T - 1: raise ValueError(f"far distances must satisfy near={near} < lo < hi <= T-1={T - 1}, got far={far}")
     def ratio(a):
         d = attention_by_distance(a)                                # [L, H, T]
-        return d[..., 1:near + 1].mean(-1) / d[..., T // 2 : T - 1].mean(-1)   # distance T-1 only reaches key 0
+        return d[..., 1:near + 1].mean(-1) / d[..., lo:hi].mean(-1)
     return ratio(attn) / ratio(uniform_attention(T))[0, 0]
 
 # %% ../nbs/06a_ablate.ipynb #43b92427

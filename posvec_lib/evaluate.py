@@ -25,7 +25,7 @@ def ppl_by_position(model, samples: torch.Tensor, bucket: int, batch_size: int =
         if hi > lo: out[f"{k * bucket}-{(k + 1) * bucket}"] = float(per_pos[lo - 1:hi - 1].mean().exp())
     return dict(buckets=out, per_position_nll=per_pos.numpy())
 
-# %% ../nbs/10_evaluate.ipynb #d4442374
+# %% ../nbs/10_evaluate.ipynb #5bbacb03
 def sliding_windows(n: int, L: int, S: int):
     "Windows of a document of n tokens: (begin, end, first_scored) with doc[begin:end] after BOS and tokens [first_scored, end) scored."
     if L < 2 or S < 1: raise ValueError(f"window L must be >= 2 and stride S >= 1, got L={L}, S={S}")
@@ -38,16 +38,26 @@ def sliding_windows(n: int, L: int, S: int):
         b += S
 
 @torch.no_grad()
-def sliding_window_ppl(model, docs: list, L: int, S: int, bos_id: int, progress: bool = True) -> dict:
-    "Sliding-window PPL over documents (1-D token tensors): BOS per window, only unscored tokens scored, NLL pooled."
+def sliding_window_ppl(model, docs: list, L: int, S: int, bos_id: int, progress: bool = True, max_tokens: int = 8192) -> dict:
+    """Sliding-window PPL over documents (1-D token tensors): BOS per window, only unscored tokens scored, NLL pooled.
+
+    Windows of the same length are stacked into batches of about `max_tokens` tokens (at least one window): one
+    forward pass per batch instead of per window. Lower `max_tokens` if a long window runs out of memory."""
     model.eval(); dev = next(model.parameters()).device
-    total, count = 0.0, 0
+    if max_tokens < 1: raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
     wins = [(d, w) for d in range(len(docs)) for w in sliding_windows(len(docs[d]), L, S)]
-    for d, (b, e, f) in tqdm(wins, disable=not progress, desc=f"ppl L={L}", leave=False):
-        x = torch.cat([torch.tensor([bos_id]), torch.as_tensor(docs[d][b:e])]).long()[None].to(dev)
-        logits = model(x, attention_mask=torch.ones_like(x)).logits[0, :-1].float()
-        nll = torch.nn.functional.cross_entropy(logits, x[0, 1:], reduction="none")   # nll[k] scores doc[b + k]
-        total += float(nll[f - b:].sum()); count += e - f
+    groups = {}
+    for d, (b, e, f) in wins: groups.setdefault(e - b, []).append((d, b, e, f))      # same length -> one tensor
+    batches = [(n, g[i:i + max(1, max_tokens // (n + 1))]) for n, g in sorted(groups.items())
+               for i in range(0, len(g), max(1, max_tokens // (n + 1)))]
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for n, batch in tqdm(batches, disable=not progress, desc=f"ppl L={L}", leave=False):
+            x = torch.stack([torch.cat([torch.tensor([bos_id]), torch.as_tensor(docs[d][b:e])]).long() for d, b, e, f in batch]).to(dev)
+            logits = model(x, attention_mask=torch.ones_like(x)).logits[:, :-1].float()
+            nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="none")   # [B, n]; nll[i, k] scores doc[b + k]
+            for i, (d, b, e, f) in enumerate(batch):
+                total += float(nll[i, f - b:].double().sum()); count += e - f
     return dict(ppl=math.exp(total / count), nll=total, tokens=count)
 
 def truncate_ppl(model, docs: list, L: int, bos_id: int, batch_size: int = 4) -> dict:

@@ -314,3 +314,32 @@ def test_toy_attention_shared_qk(rope):
         for t in range(8):
             w = np.exp([s(t, j) for j in range(t + 1)]); w /= w.sum()
             np.testing.assert_allclose(o[t], w @ v[0, : t + 1].numpy(), atol=1e-12)
+
+
+def test_A_ablation_takes_a_hub_style_model_folder(tmp_path, root):
+    """The paper path of A Table 6 / the rebuttal's mainstream models: a name in `ablation_models` that is not a zoo
+    variant is loaded as a causal LM folder with its own tokenizer (here a tiny random RoPE Llama saved to disk, where
+    `paper` names Llama-3-8B, Yi-9B, Qwen1.5-7B). The notebook runs on it through papermill, as the runner does."""
+    import json, os, subprocess, sys
+    from posvec_lib.data import profile_data
+    P = get_profile("smoke")
+    tok = profile_data(P).tokenizer
+    folder = tmp_path / "models" / "tiny-rope-llm"
+    torch.manual_seed(0)
+    LlamaForCausalLM(model_config(P, Variant("r", "rope"), len(tok))).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    home = tmp_path / "home"; home.mkdir()
+    (home / "data").symlink_to(root / "data")                  # share the caches (tokenizer, smoke zoo); outputs stay here
+    (home / "settings.ini").write_text("[DEFAULT]\n")
+    env = dict(os.environ, POSVEC_HOME=str(home))
+    params = ["-p", "profile", "smoke", "-y", json.dumps({"overrides": {"ablation_models": [str(folder)]}})]
+    r = subprocess.run([sys.executable, "-m", "papermill", str(root / "nbs/experiments/A_ablation.ipynb"), str(tmp_path / "out.ipynb"),
+                        *params, "--cwd", str(root / "nbs/experiments")], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads((home / "figures/smoke/A_ablation/result.json").read_text())
+    assert "rebuttal_mainstream_attention_maps.png" in res["figures"]
+    import pandas as pd
+    t6 = pd.read_csv(home / "figures/smoke/A_ablation/table6_ablations.csv")
+    assert set(t6.model) == {str(folder)} and len(t6) == 1 + 2 * len(REMOVALS)
+    assert {"paper_Llama-3-8B_ppl", "paper_Yi-9B_simi", "paper_Qwen1.5-7B_ppl_ratio"} <= set(t6.columns)
+    assert any(c["claim"].startswith("tiny-rope-llm: removing the positional basis of later tokens") for c in res["claims"])
