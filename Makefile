@@ -8,8 +8,11 @@ PROFILE ?= cpu
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
+# Headless browser for tests/test_report_browser.py (Debian's chromium, driven by playwright from the dev extras).
+CHROMIUM ?= chromium
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
 
-.PHONY: setup reproduce test test-notebooks test-py clean-runs readme
+.PHONY: setup browser reproduce test test-notebooks test-py clean-runs readme
 
 $(BIN)/.posvec-installed: settings.ini setup.py
 	$(PY) -m venv $(VENV)
@@ -21,15 +24,25 @@ $(BIN)/.posvec-installed: settings.ini setup.py
 
 setup: $(BIN)/.posvec-installed
 
+# Installs Debian's chromium when it is missing (CI runs as root). Playwright's own browser download does not work here.
+# If apt-get fails, say so and go on: tests/test_report_browser.py then fails with the same advice (POSVEC_SKIP_BROWSER=1 skips it).
+browser:
+	@if [ "$${POSVEC_SKIP_BROWSER:-0}" != 1 ] && ! command -v $(CHROMIUM) >/dev/null 2>&1; then \
+	  echo "installing Debian chromium (headless browser for tests/test_report_browser.py)"; \
+	  ($(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null) || \
+	  echo "*** make browser: could not install chromium with apt-get (needs root or sudo on Debian/Ubuntu)." \
+	       "Install it yourself ('apt-get install chromium'), or set POSVEC_SKIP_BROWSER=1 to skip the browser test. ***" >&2; \
+	fi
+
 reproduce: setup
 	$(BIN)/posvec reproduce --profile $(PROFILE)
 
-test: setup test-notebooks test-py
+test: setup browser test-notebooks test-py
 
 test-notebooks: setup
 	cd nbs && ../$(BIN)/nbdev_test --flags "slow" --n_workers 2
 
-test-py: setup
+test-py: setup browser
 	$(BIN)/python -m pytest -q tests
 
 clean-runs:
