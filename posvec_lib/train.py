@@ -18,7 +18,7 @@ from .variants import Variant, zoo_variants, model_config, set_attention
 
 # %% auto #0
 __all__ = ['token_nll', 'build_model', 'training_args', 'last_checkpoint', 'zoo_key', 'zoo_seed', 'zoo_path', 'train_zoo_model',
-           'pretrained_source', 'load_zoo_model', 'zoo_manifest']
+           'pretrained_source', 'note_zoo_entry', 'load_zoo_model', 'zoo_manifest']
 
 # %% ../nbs/03_train.ipynb #b39427ad
 @torch.no_grad()
@@ -72,7 +72,7 @@ def last_checkpoint(folder) -> str | None:
         else: shutil.rmtree(d, ignore_errors=True)     # killed while Trainer was saving it
     return str(max(done, key=lambda d: int(d.name[len("checkpoint-"):]))) if done else None
 
-# %% ../nbs/03_train.ipynb #d6e201c5
+# %% ../nbs/03_train.ipynb #3e260152
 def zoo_key(profile: Profile, name: str, manifest: dict) -> str:
     "Content key of a zoo entry: variant, model/training knobs, corpus + tokenizer hashes, seed."
     v = zoo_variants(profile)[name]
@@ -135,6 +135,14 @@ def pretrained_source(profile: Profile, name: str) -> str | None:
         if k == name: return src
     return None
 
+def note_zoo_entry(path: Path):
+    "Record a finished zoo cache entry and its corpus among this process's inputs (also for models built on it)."
+    man = json.loads((Path(path) / "manifest.json").read_text())
+    name = man["variant"]["name"]
+    note_input("zoo", name, label=ZOO_VARIANTS.get(name, name), cache=Path(path).name, steps=man["steps"],
+               tokens_seen=man["tokens_seen"], final_val_ppl=man["final_val_ppl"], corpus=man["corpus"]["hash"])
+    note_input("corpus", man["corpus"]["hash"], **man["corpus"])
+
 def load_zoo_model(profile: Profile, name: str, attn: str = "posvec_sdpa", train: bool = True):
     "A zoo model in eval mode: loaded from its checkpoint (paper) or trained here first if missing and `train`."
     src = pretrained_source(profile, name)
@@ -150,10 +158,7 @@ def load_zoo_model(profile: Profile, name: str, attn: str = "posvec_sdpa", train
     if not (path / "manifest.json").exists():
         if not train: raise FileNotFoundError(f"zoo model {name!r} of profile {profile.name!r} is not trained ({path})")
         train_zoo_model(profile, name)
-    man = json.loads((path / "manifest.json").read_text())
-    note_input("zoo", name, label=ZOO_VARIANTS.get(name, name), cache=path.name, steps=man["steps"],
-               tokens_seen=man["tokens_seen"], final_val_ppl=man["final_val_ppl"], corpus=man["corpus"]["hash"])
-    note_input("corpus", man["corpus"]["hash"], **man["corpus"])
+    note_zoo_entry(path)
     model = LlamaForCausalLM.from_pretrained(path, attn_implementation=attn)
     return model.to(resolve_device(profile)).eval()
 
