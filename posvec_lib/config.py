@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_config.ipynb #e866e8ac
 from __future__ import annotations
-import contextlib, dataclasses, hashlib, json, os, random, shutil, sys, tempfile, time, warnings
+import contextlib, dataclasses, errno, hashlib, json, os, random, re, shutil, sys, tempfile, time, warnings
 from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 from typing import Any
@@ -12,9 +12,11 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['ZOO_VARIANTS', 'PROFILES', 'VERDICTS', 'Profile', 'get_profile', 'project_root', 'cache_dir', 'figures_dir',
-           'atomic_write', 'write_json', 'remove_cache_entry', 'seed_everything', 'resolve_device', 'torch_dtype',
-           'oom_hint', 'note_input', 'used_inputs', 'is_timing', 'Record']
+__all__ = ['ZOO_VARIANTS', 'KNOBS', 'PROFILES', 'VERDICTS', 'Profile', 'Knob', 'check_knob', 'parse_knob', 'get_profile',
+           'project_root', 'require_clone', 'cache_dir', 'figures_dir', 'DiskError', 'disk_errors', 'writable',
+           'atomic_write', 'write_json', 'remove_cache_entry', 'file_sha256', 'seal', 'seal_check', 'discard_damaged',
+           'verify_files', 'entry_ok', 'load_sealed', 'seed_everything', 'resolve_device', 'torch_dtype', 'oom_hint',
+           'note_input', 'used_inputs', 'is_timing', 'Record', 'staging_dir', 'swap_in', 'restore_interrupted']
 
 # %% ../nbs/00_config.ipynb #b21b91f8
 @dataclass(frozen=True)
@@ -68,20 +70,23 @@ class Profile:
     ablation_models: tuple = ("nope_new", "window_rope")
     pretrained: tuple = ()               # zoo entries loaded from checkpoints instead of trained: "variant=hub-name-or-path"
 
-    def __post_init__(self):
-        if self.C <= 0 or self.window <= 0: raise ValueError(f"C and window must be positive, got C={self.C}, window={self.window}")
-        for v in self.zoo:
-            if v not in ZOO_VARIANTS: raise ValueError(f"unknown zoo variant {v!r}; allowed: {sorted(ZOO_VARIANTS)}")
-        for knob, what in (("pose_targets", "PoSE target window Lt"), ("ext_factors", "extension target")):
-            for t in getattr(self, knob):
-                if isinstance(t, bool) or not isinstance(t, int) or t < 2:
-                    raise ValueError(f"{knob} contains {t!r}: the {what} {t}·C = {t * self.C if isinstance(t, (int, float)) else '?'} "
-                                     f"must be larger than the original window Lc = C = {self.C}; allowed: integers ≥ 2")
-        if isinstance(self.max_factor, bool) or not isinstance(self.max_factor, int) or self.max_factor < 2:
-            raise ValueError(f"max_factor={self.max_factor!r}: lengths beyond the window go up to max_factor·C; allowed: integers ≥ 2")
+    def __post_init__(self): _validate_profile(self)   # every knob typed and ranged (KNOBS, below)
 
     @property
     def knobs(self) -> dict: return asdict(self)
+
+    @property
+    def results_name(self) -> str:
+        "Folder of this profile's results: its name, or `name+<hash>` when knobs differ from the named profile."
+        base = PROFILES.get(self.name)
+        diff = {k: v for k, v in self.knobs.items() if base is not None and getattr(base, k) != v}
+        if not diff: return self.name
+        return f"{self.name}+" + hashlib.sha256(json.dumps(diff, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+    def overrides(self) -> dict:
+        "The knobs that differ from the named profile (what `results_name` hashes)."
+        base = PROFILES.get(self.name)
+        return {k: v for k, v in self.knobs.items() if base is not None and getattr(base, k) != v}
 
     def digest(self, *keys) -> str:
         "Short content hash of the named knobs (all when none): keys caches and artifacts."
@@ -93,6 +98,97 @@ ZOO_VARIANTS = {
     "nope": "TL-NoPE", "rope": "TL-RoPE", "alibi": "TL-ALiBi", "window": "TL-Window",
     "window_rope": "TL-Window-RoPE", "window_small": "TL-Window-80", "nope_new": "TL-NoPE-new",
 }
+
+# %% ../nbs/00_config.ipynb #65535aba
+@dataclass(frozen=True)
+class Knob:
+    "Type and allowed values of one knob (`elem`: element type of a tuple knob)."
+    kind: type
+    allowed: str
+    ok: Any = None
+    elem: type = str
+
+def _int(lo, hi=None): return Knob(int, f"an integer ≥ {lo}" + (f" and ≤ {hi}" if hi else ""), lambda v: v >= lo and (hi is None or v <= hi))
+def _pos_float(zero=False): return Knob(float, "a number ≥ 0" if zero else "a number > 0", lambda v: v >= 0 if zero else v > 0)
+def _text(empty=False): return Knob(str, "any text" if empty else "a non-empty name or path", lambda v: empty or bool(v.strip()))
+def _names(empty=True, what="names"): return Knob(tuple, f"a {'' if empty else 'non-empty '}comma-separated list of {what}",
+                                                  lambda v: empty or len(v) > 0)
+
+KNOBS: dict[str, Knob] = dict(
+    device=Knob(str, "'cpu', 'cuda' or 'auto'", lambda v: v in ("cpu", "cuda", "auto")),
+    dtype=Knob(str, "'float32', 'bfloat16' or 'float16'", lambda v: v in ("float32", "bfloat16", "float16")),
+    seed=_int(0), threads=_int(1, 256), corpus=_text(), eval_corpus=_text(), second_corpus=_text(), corpus_max_files=_int(0),
+    tokenizer=_text(), vocab_size=_int(260), base_model=_text(empty=True),
+    d_model=_int(2), n_layers=_int(1), n_heads=_int(1), n_kv_heads=_int(1), d_ff=_int(1), C=_int(8), window=_int(1),
+    small_window=_int(1), rope_theta=_pos_float(),
+    zoo=Knob(tuple, f"a non-empty list of distinct zoo variants from {list(ZOO_VARIANTS)}",
+             lambda v: len(v) > 0 and len(set(v)) == len(v) and all(x in ZOO_VARIANTS for x in v)),
+    train_steps=_int(0), batch_size=_int(1), lr=_pos_float(), warmup_steps=_int(0), weight_decay=_pos_float(zero=True),
+    eval_samples=_int(1), n_samples=_int(2), max_factor=_int(2),
+    ext_factors=Knob(tuple, "a non-empty list of integers ≥ 2 (extension targets t·C beyond the window C)", lambda v: len(v) > 0 and all(x >= 2 for x in v), int),
+    pose_targets=Knob(tuple, "a non-empty list of integers t ≥ 2 (the PoSE target window Lt = t·C must be larger than the original window Lc = C)", lambda v: len(v) > 0 and all(x >= 2 for x in v), int),
+    pose_steps=_int(1), pose_batch_size=_int(1), pose_lr=_pos_float(), passkey_trials=_int(1), mc_iterations=_int(1), eval_docs=_int(1),
+    paper_models=_names(what="hub names or paths"), ablation_models=_names(what="zoo variants, hub names or paths"),
+    pretrained=Knob(tuple, f"a list of 'variant=hub-name-or-path' entries with a variant in {list(ZOO_VARIANTS)}",
+                    lambda v: all(s.partition("=")[0] in ZOO_VARIANTS and s.partition("=")[2] for s in v)),
+)
+
+# %% ../nbs/00_config.ipynb #53f11f4c
+def check_knob(name: str, value):
+    "`value` as knob `name`'s type (lists become tuples), or a ValueError naming the knob, the value and what is allowed."
+    if name not in KNOBS: raise ValueError(f"unknown knob {name!r}; valid knobs: {list(KNOBS)}")
+    k = KNOBS[name]
+    def bad(why=""): return ValueError(f"knob {name}={value!r} is not allowed{': ' + why if why else ''}; allowed: {k.allowed}")
+    def typed(v, t):
+        if isinstance(v, bool) or isinstance(v, np.bool_): raise bad("a true/false value is not a number or a name")
+        if t is int:
+            if isinstance(v, (int, np.integer)): return int(v)
+            raise bad(f"{type(v).__name__} is not an integer")
+        if t is float:
+            if isinstance(v, (int, float, np.integer, np.floating)) and np.isfinite(v): return float(v) if not isinstance(v, int) else v
+            raise bad(f"{type(v).__name__} is not a finite number")
+        if isinstance(v, str): return v
+        raise bad(f"{type(v).__name__} is not text")
+    if k.kind is tuple:
+        if isinstance(value, str) or not isinstance(value, (tuple, list)): raise bad("a list is expected, not a single value")
+        v = tuple(typed(x, k.elem) for x in value)
+    else: v = typed(value, k.kind)
+    if k.ok is not None and not k.ok(v): raise bad()
+    return v
+
+def parse_knob(name: str, text: str):
+    "The value of `--set name=text`, typed by the knob (ints, numbers, text; tuples from `a,b` or a JSON list), then checked."
+    if name not in KNOBS: raise ValueError(f"unknown knob(s) [{name!r}]; valid knobs: {list(KNOBS)}")
+    k, t = KNOBS[name], text.strip()
+    def one(s, kind):
+        s = s.strip()
+        if kind is int and re.fullmatch(r"[+-]?\d+", s): return int(s)
+        if kind in (int, float):
+            try: return float(s) if s.lower() not in ("nan", "inf", "-inf", "infinity") else s
+            except ValueError: return s              # left as text: check_knob names it
+        return s
+    if k.kind is tuple:
+        if t.startswith("["):
+            try: v = json.loads(t)
+            except json.JSONDecodeError as e: raise ValueError(f"knob {name}={text!r} is not allowed: not a JSON list ({e}); allowed: {k.allowed}")
+        else: v = [one(s, k.elem) for s in t.split(",")] if t else []
+    else: v = one(t, k.kind)
+    return check_knob(name, v)
+
+def _validate_profile(p):
+    "Type and range of every knob, then the rules that tie knobs together."
+    for name in KNOBS:
+        v = check_knob(name, getattr(p, name))
+        if v != getattr(p, name) or type(v) is not type(getattr(p, name)): object.__setattr__(p, name, v)
+    rules = [(p.d_model % p.n_heads == 0 and (p.d_model // p.n_heads) % 2 == 0,
+              f"d_model={p.d_model} must split into n_heads={p.n_heads} heads of even size (RoPE rotates pairs)"),
+             (p.n_heads % p.n_kv_heads == 0, f"n_heads={p.n_heads} must be a multiple of n_kv_heads={p.n_kv_heads} (grouped-query attention)"),
+             (p.window <= p.C and p.small_window <= p.C, f"window={p.window} and small_window={p.small_window} must be ≤ C={p.C}"),
+             ("window_small" not in p.zoo or p.n_layers * p.small_window < p.C,
+              f"TL-Window-80 (window_small) needs n_layers × small_window < C, got {p.n_layers} × {p.small_window} = "
+              f"{p.n_layers * p.small_window} ≥ C={p.C}; lower small_window below {-(-p.C // p.n_layers)} or drop window_small from zoo")]
+    for ok, msg in rules:
+        if not ok: raise ValueError(f"profile {p.name!r}: {msg}")
 
 # %% ../nbs/00_config.ipynb #6d7a03ec
 PROFILES: dict[str, Profile] = {
@@ -136,33 +232,82 @@ def get_profile(name: str | Profile = "cpu", **overrides) -> Profile:
 # %% ../nbs/00_config.ipynb #3da2bf13
 def project_root() -> Path:
     "Root folder of the project: $POSVEC_HOME, else the nearest parent holding settings.ini, else ~/.cache/posvec."
+    return _clone_root() or Path.home() / ".cache" / "posvec"
+
+def _clone_root() -> Path | None:
     if os.environ.get("POSVEC_HOME"): return Path(os.environ["POSVEC_HOME"]).resolve()
     for d in [Path.cwd(), *Path.cwd().parents]:
         if (d / "settings.ini").exists() and (d / "nbs").is_dir(): return d
-    return Path.home() / ".cache" / "posvec"
+    return None
+
+def require_clone(what: str = "this command") -> Path:
+    "The clone's root, or a FileNotFoundError saying that `what` runs inside a clone (the batch needs nbs/experiments)."
+    root = _clone_root()
+    if root is None:
+        raise FileNotFoundError(f"{what} works inside a clone of the posvec repository, and none was found from {Path.cwd()} "
+                                "upward (a folder with settings.ini and nbs/); cd into one or set POSVEC_HOME to one")
+    return root
 
 def cache_dir(*parts) -> Path:
     "A folder under data/cache (created)."
-    d = project_root().joinpath("data", "cache", *parts); d.mkdir(parents=True, exist_ok=True); return d
+    d = project_root().joinpath("data", "cache", *parts)
+    with disk_errors(d): d.mkdir(parents=True, exist_ok=True)
+    return d
 
-def figures_dir(profile: str | Profile, *parts) -> Path:
-    "A folder under figures/<profile> (created)."
-    name = profile.name if isinstance(profile, Profile) else profile
-    d = project_root().joinpath("figures", name, *parts); d.mkdir(parents=True, exist_ok=True); return d
+def figures_dir(profile: str | Profile, *parts, create: bool = True) -> Path:
+    "A folder under figures/<results_name> (created unless `create=False`)."
+    name = profile.results_name if isinstance(profile, Profile) else profile
+    d = project_root().joinpath("figures", name, *parts)
+    if create:
+        with disk_errors(d): d.mkdir(parents=True, exist_ok=True)
+    return d
+
+# %% ../nbs/00_config.ipynb #69a0155c
+class DiskError(OSError):
+    "A write failed because of the disk or the folder's permissions; the message names the folder."
+
+_DISK = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+         errno.EROFS: "the folder is on a read-only file system", errno.EACCES: "no permission to write there",
+         errno.EPERM: "no permission to write there"}
+
+@contextlib.contextmanager
+def disk_errors(folder):
+    "Re-raise disk-full / read-only / permission errors inside the block as one `DiskError` line naming `folder`."
+    try: yield
+    except DiskError: raise
+    except OSError as e:
+        if e.errno not in _DISK: raise
+        raise DiskError(e.errno, f"cannot write to {folder}: {_DISK[e.errno]} ({e.strerror}); free space or fix the "
+                                 "folder's permissions, or set POSVEC_HOME to a writable clone") from None
+    except RuntimeError as e:     # torch.save on a full disk
+        m = str(e)
+        if "inline_container" not in m and "PytorchStreamWriter" not in m and "file write failed" not in m: raise
+        raise DiskError(errno.ENOSPC, f"cannot write to {folder}: the write failed half-way, most likely no space left on the "
+                                      f"device (torch: {m.strip().splitlines()[0][:120]}); free space and run again") from None
+
+def writable(folder) -> Path:
+    "Create `folder` and prove it takes a file, or raise `DiskError` naming it."
+    folder = Path(folder)
+    with disk_errors(folder):
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".posvec-write-test."); os.close(fd); os.remove(tmp)
+    return folder
 
 # %% ../nbs/00_config.ipynb #c1949d4b
 def atomic_write(path, data: str | bytes | None = None, writer=None):
     "Write `data` (or call `writer(tmp_path)`) to a temp file beside `path`, then rename it into place."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        if writer is not None: writer(tmp)
-        else: Path(tmp).write_bytes(data if isinstance(data, bytes) else data.encode())
-        os.chmod(tmp, 0o644)                      # mkstemp makes 0600; results are for reading
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp): os.remove(tmp)
+    path = Path(path)
+    with disk_errors(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        try:
+            if writer is not None: writer(tmp)
+            else: Path(tmp).write_bytes(data if isinstance(data, bytes) else data.encode())
+            os.chmod(tmp, 0o644)                      # mkstemp makes 0600; results are for reading
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp): os.remove(tmp)
     return path
 
 def write_json(path, obj) -> Path:
@@ -185,6 +330,89 @@ def remove_cache_entry(path, marker: str = "manifest.json"):
     if not path.exists(): return
     if (path / marker).exists(): (path / marker).unlink()
     shutil.rmtree(path, ignore_errors=True)
+
+# %% ../nbs/00_config.ipynb #91f42241
+def file_sha256(path) -> str:
+    "sha256 of a file's bytes (hex)."
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""): h.update(b)
+    return h.hexdigest()
+
+def _folder_files(folder, marker):
+    return sorted(str(f.relative_to(folder)) for f in Path(folder).rglob("*")
+                  if f.is_file() and f.name not in (marker, "checksums.json") and not f.name.startswith("."))
+
+def seal(path, marker: str = "manifest.json") -> Path:
+    "Record the checksum of a cache file (`<file>.sha256`) or of every file of a cache folder (`checksums.json`)."
+    path = Path(path)
+    if path.is_dir(): return write_json(path / "checksums.json", {f: file_sha256(path / f) for f in _folder_files(path, marker)})
+    return atomic_write(path.with_name(path.name + ".sha256"), file_sha256(path) + "\n")
+
+def seal_check(path, marker: str = "manifest.json") -> bool | None:
+    "True: the entry matches its seal; False: damaged (or seal unreadable); None: never sealed."
+    path = Path(path)
+    if not path.exists(): return False
+    if path.is_dir():
+        s = path / "checksums.json"
+        if not s.exists(): return None
+        try: want = json.loads(s.read_text())
+        except ValueError: return False
+        return want == {f: file_sha256(path / f) for f in _folder_files(path, marker)}
+    s = path.with_name(path.name + ".sha256")
+    if not s.exists(): return None
+    return s.read_text().strip() == file_sha256(path)
+
+def discard_damaged(path, why: str, marker: str = "manifest.json"):
+    "Warn that a cache entry is damaged (naming it), then remove it (and its seal) so the caller rebuilds it."
+    path = Path(path)
+    warnings.warn(f"damaged cache entry {path} ({why}): discarded, rebuilding it", stacklevel=2)
+    print(f"posvec: damaged cache entry {path} ({why}): discarded, rebuilding it", file=sys.stderr)
+    if path.is_dir(): remove_cache_entry(path, marker)
+    else:
+        for p in (path, path.with_name(path.name + ".sha256")):
+            if p.exists(): p.unlink()
+
+def verify_files(folder):
+    "Read every safetensors tensor and parse every JSON file of a folder (how entries from before checksums are checked)."
+    from safetensors import safe_open
+    for f in sorted(Path(folder).rglob("*")):
+        if f.suffix == ".safetensors":
+            with safe_open(str(f), "pt") as st:
+                for k in st.keys(): st.get_tensor(k)
+        elif f.suffix == ".json": json.loads(f.read_text())
+
+def entry_ok(path, marker: str = "manifest.json", verify=verify_files) -> bool:
+    "Is a cache folder entry complete and intact? Damaged ones are named and discarded; unsealed ones are verified, then sealed."
+    path = Path(path)
+    if not (path / marker).exists(): return False
+    try: json.loads((path / marker).read_text())
+    except (ValueError, OSError) as e: discard_damaged(path, f"{marker} unreadable: {e}", marker); return False
+    ok = seal_check(path, marker)
+    if ok is False: discard_damaged(path, "checksum mismatch: a file was changed or cut off", marker); return False
+    if ok is None:
+        try:
+            if verify: verify(path)
+        except Exception as e:
+            discard_damaged(path, f"{type(e).__name__}: {str(e).strip().splitlines()[0][:160] if str(e).strip() else ''}", marker)
+            return False
+        try: seal(path, marker)
+        except OSError: pass
+    return True
+
+def load_sealed(path, load, what: str = "cache file"):
+    "`load(path)` for a sealed (or never-sealed, loadable) cache file, else None after discarding it; seals legacy entries."
+    path = Path(path)
+    if not path.exists(): return None
+    ok = seal_check(path)
+    if ok is False: discard_damaged(path, f"{what}: checksum mismatch, the file was changed or cut off"); return None
+    try: obj = load(path)
+    except Exception as e:
+        discard_damaged(path, f"{what}: {type(e).__name__}: {str(e).strip().splitlines()[0][:160] if str(e).strip() else ''}"); return None
+    if ok is None:
+        try: seal(path)
+        except OSError: pass                   # a read-only cache still loads
+    return obj
 
 # %% ../nbs/00_config.ipynb #0be5fbe9
 def seed_everything(seed: int = 0):
@@ -254,10 +482,12 @@ class Record:
     "Collects one artifact's figures, tables, numbers and claim checks; `save()` writes result.json last."
     def __init__(self, artifact: str, profile: Profile, items: list[str] | tuple = (), folder: Path | None = None):
         self.artifact, self.profile, self.items = artifact, profile, list(items)
-        self.dir = Path(folder) if folder else figures_dir(profile, artifact)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        stale = self.dir / "result.json"
-        if stale.exists(): stale.unlink()   # a rerun invalidates the old completion marker first
+        self.final = Path(folder) if folder else figures_dir(profile, artifact, create=False)
+        restore_interrupted(self.final)
+        self.dir = staging_dir(self.final)   # everything is written beside the last good result, which stays until save()
+        with disk_errors(self.dir):
+            if self.dir.exists(): shutil.rmtree(self.dir)
+            self.dir.mkdir(parents=True)
         self.figures, self.tables, self.claims, self.numbers, self.findings, self.t0 = [], [], [], {}, [], time.time()
         self.timings, self.volatile = {}, []
 
@@ -313,7 +543,29 @@ class Record:
                    inputs=used_inputs(), volatile=sorted(set(self.volatile)), **extra)
         bad = [k for k in extra if is_timing(k)]
         if bad: raise ValueError(f"wall times {bad} do not belong in result.json; use rec.timing(key, value)")
-        return write_json(self.dir / "result.json", res)
+        write_json(self.dir / "result.json", res)
+        swap_in(self.dir, self.final)
+        return self.final / "result.json"
+
+def staging_dir(final: Path) -> Path:
+    "Where a run of the artifact folder `final` writes until it succeeds: `.<name>.partial` beside it."
+    return final.parent / f".{final.name}.partial"
+
+def swap_in(new: Path, final: Path):
+    "Replace folder `final` by `new` (the old one is renamed aside first, deleted last); see `restore_interrupted`."
+    old = final.parent / f".{final.name}.old"
+    with disk_errors(final.parent):
+        if old.exists(): shutil.rmtree(old)
+        if final.exists(): os.replace(final, old)
+        os.replace(new, final)
+        shutil.rmtree(old, ignore_errors=True)
+
+def restore_interrupted(final: Path):
+    "Undo a swap that died half-way: the last good result comes back when its replacement never arrived."
+    old = final.parent / f".{final.name}.old"
+    if old.exists():
+        if not final.exists(): os.replace(old, final)
+        else: shutil.rmtree(old, ignore_errors=True)
 
 def _to_markdown(df, floatfmt=".4g") -> str:
     "A GitHub Markdown table (no tabulate dependency)."

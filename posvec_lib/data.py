@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from datasets import Dataset, DatasetDict, load_dataset, concatenate_datasets
-from .config import Profile, get_profile, cache_dir, atomic_write, write_json
+from .config import Profile, get_profile, cache_dir, atomic_write, write_json, load_sealed, seal
 
 # %% auto #0
 __all__ = ['stdlib_files', 'split_of', 'Corpus', 'load_corpus', 'train_bpe', 'get_tokenizer', 'TokenizedDocs', 'tokenize_split',
@@ -84,6 +84,11 @@ def _ensure_splits(ds) -> DatasetDict:
         warnings.warn(f"corpus has only {len(tr)} document(s); train, validation and test are the same documents")
         return DatasetDict({"train": tr, "validation": ds.get("validation", tr), "test": ds.get("test", tr)})
     where = [split_of(str(i)) for i in range(len(tr))]
+    for s in ("test", "validation"):    # a small corpus: the hash may give a split nothing, so it takes one train document
+        if s not in ds and s not in where:
+            i = max((i for i, w in enumerate(where) if w == "train"), key=lambda i: hashlib.sha256(str(i).encode()).hexdigest())
+            where[i] = s
+            warnings.warn(f"corpus has only {len(tr)} documents: the hash split gave {s!r} none, so document {i} moved there")
     pick = lambda s: tr.select([i for i, w in enumerate(where) if w == s])
     return DatasetDict({"train": pick("train"), "validation": ds.get("validation", pick("validation")),
                         "test": ds.get("test", pick("test"))})
@@ -124,15 +129,17 @@ def train_bpe(corpus: Corpus, vocab_size: int = 4096):
     from transformers import PreTrainedTokenizerFast
     key = hashlib.sha256(f"{corpus.digest}:{vocab_size}:bpe-v1".encode()).hexdigest()[:12]
     path = cache_dir("tokenizers") / f"bpe-{key}.json"
-    if not path.exists():
+    load = lambda p: PreTrainedTokenizerFast(tokenizer_file=str(p), bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+    t = load_sealed(path, load, "tokenizer")          # a damaged file is named, discarded and trained again
+    if t is None:
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
         tr = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<s>", "</s>", "<pad>"],
                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
         tok.train_from_iterator(corpus["train"]["text"], trainer=tr)
-        atomic_write(path, tok.to_str())
-    t = PreTrainedTokenizerFast(tokenizer_file=str(path), bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+        atomic_write(path, tok.to_str()); seal(path)
+        t = load(path)
     t.posvec_hash = key
     return t
 
@@ -162,16 +169,26 @@ class TokenizedDocs:
 def tokenize_split(corpus: Corpus, tokenizer, split: str = "train") -> TokenizedDocs:
     "Tokenize one split of a corpus (cached by content)."
     if split not in corpus.splits: raise ValueError(f"unknown split {split!r}; allowed: {sorted(corpus.splits)}")
+    if len(corpus[split]) == 0:
+        raise ValueError(f"split {split!r} of corpus {corpus.name!r} has no documents ({corpus.manifest.get('files')}); "
+                         "give the corpus more files (every split needs at least one)")
     key = f"{corpus.digest}-{split}-{tokenizer.posvec_hash}"
     path = cache_dir("tokens") / f"{key}.npz"
-    if not path.exists():
+    z = load_sealed(path, _read_tokens, "token cache")   # a damaged file is named, discarded and tokenized again
+    if z is None:
         enc = tokenizer(list(corpus[split]["text"]), add_special_tokens=False)["input_ids"]
         lens = np.array([len(e) for e in enc], dtype=np.int64)
         flat = np.fromiter((t for e in enc for t in e), dtype=np.int32, count=int(lens.sum()))
         offs = np.concatenate([[0], np.cumsum(lens)])
-        atomic_write(path, writer=lambda t: np.savez(open(t, "wb"), ids=flat, offsets=offs))
-    z = np.load(path)
+        atomic_write(path, writer=lambda t: np.savez(open(t, "wb"), ids=flat, offsets=offs)); seal(path)
+        z = _read_tokens(path)
     return TokenizedDocs(z["ids"], z["offsets"], tokenizer.bos_token_id)
+
+def _read_tokens(path) -> dict:
+    "Both arrays of a token cache file, read whole and checked for consistency."
+    with np.load(path) as f: z = dict(ids=f["ids"], offsets=f["offsets"])
+    if len(z["offsets"]) < 1 or z["offsets"][-1] != len(z["ids"]): raise ValueError("offsets do not match the token array")
+    return z
 
 # %% ../nbs/01_data.ipynb #f19d6223
 def _eligible(docs: TokenizedDocs, need: int, n_wanted: int, what: str) -> np.ndarray:

@@ -13,7 +13,7 @@ import torch
 from transformers import LlamaForCausalLM, Trainer, TrainerCallback
 from transformers.trainer_callback import PrinterCallback
 from .config import (Profile, get_profile, cache_dir, write_json, atomic_write, seed_everything, resolve_device, project_root,
-                               remove_cache_entry, oom_hint, note_input)
+                               remove_cache_entry, oom_hint, note_input, entry_ok, seal, disk_errors)
 from .data import TokenizedDocs, profile_data, long_documents
 from .train import load_zoo_model, zoo_path, training_args, last_checkpoint, note_zoo_entry
 from .rope import apply_interpolation, METHODS as INTERPOLATIONS
@@ -158,7 +158,7 @@ def _held_out(profile: Profile, Lt: int, n: int) -> torch.Tensor:
 def finetune(profile: Profile, spec: FinetuneSpec, force: bool = False, deepspeed: str | None = None) -> Path:
     "Fine-tune `spec.base` to Lt = target·C with the paper's recipe (cached; manifest last); returns the run's folder."
     final = finetune_path(profile, spec)
-    if (final / "manifest.json").exists() and not force: return _noted(final)
+    if entry_ok(final) and not force: return _noted(final)     # a damaged entry is named, discarded and trained again
     C, Lt, steps = profile.C, spec.target * profile.C, spec.steps or profile.pose_steps
     data, main = profile_data(profile), rank() == 0
     seed_everything(profile.seed)
@@ -177,18 +177,19 @@ def finetune(profile: Profile, spec: FinetuneSpec, force: bool = False, deepspee
     trainer.remove_callback(PrinterCallback)           # one summary line instead of a dict per logging step
     last = last_checkpoint(partial)                    # the newest complete checkpoint of an interrupted run
     t0 = time.time()
-    with oom_hint("pose_batch_size", profile.pose_batch_size, f"fine-tuning {spec.name}"):
+    with oom_hint("pose_batch_size", profile.pose_batch_size, f"fine-tuning {spec.name}"), disk_errors(partial):
         trainer.train(resume_from_checkpoint=last)
     wall = time.time() - t0
     if main and tmp.exists(): shutil.rmtree(tmp)
     trainer.accelerator.wait_for_everyone()
-    trainer.save_model(str(tmp))                       # collective under ZeRO-3; writes on the main process only
+    with disk_errors(tmp): trainer.save_model(str(tmp))   # collective under ZeRO-3; writes on the main process only
     if main:
         data.tokenizer.save_pretrained(tmp)
         log = pd.DataFrame([h for h in trainer.state.log_history if "loss" in h])
         log.to_csv(tmp / "loss.csv", index=False)
         if callbacks: pd.DataFrame(callbacks[0].rows).to_csv(tmp / "ppl_by_step.csv", index=False)
         tokens_per_example = Lt if spec.method == "full-length" else C
+        seal(tmp)                                      # checksums of every file, before the manifest that completes it
         write_json(tmp / "manifest.json", dict(
             spec=asdict(spec), name=spec.name, profile=profile.name, Lc=C, Lt=Lt, steps=trainer.state.global_step,
             batch_size=profile.pose_batch_size, lr=profile.pose_lr, warmup_steps=warmup_steps(steps), world_size=world_size(),
@@ -215,7 +216,7 @@ def _noted(final: Path) -> Path:
 def load_finetuned(profile: Profile, spec: FinetuneSpec, train: bool = True, attn: str = "posvec_sdpa"):
     "A finished extension run (trained first if missing and `train`), in eval mode."
     path = finetune_path(profile, spec)
-    if not (path / "manifest.json").exists():
+    if not entry_ok(path):
         if not train: raise FileNotFoundError(f"fine-tuned model {spec.name!r} of profile {profile.name!r} is not trained ({path})")
         finetune(profile, spec)
     else: _noted(path)

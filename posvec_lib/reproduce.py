@@ -4,16 +4,18 @@
 
 # %% ../nbs/11_reproduce.ipynb #65e50993
 from __future__ import annotations
-import argparse, hashlib, json, logging, os, subprocess, sys, time, traceback
+import argparse, contextlib, errno, fcntl, hashlib, importlib.util, json, logging, os, shutil, subprocess, sys, time, traceback
 from dataclasses import dataclass, asdict
 from pathlib import Path
 from .config import (PROFILES, Profile, get_profile, project_root, figures_dir, write_json, atomic_write, _knob_names,
-                               ZOO_VARIANTS)
+                               ZOO_VARIANTS, KNOBS, parse_knob, restore_interrupted, staging_dir, writable, require_clone, DiskError,
+                               disk_errors)
 
 # %% auto #0
-__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'LOCAL_CORPORA', 'REPORT_KNOBS', 'Artifact', 'check_items', 'select', 'experiments_dir',
-           'library_hash', 'inputs_hash', 'status', 'git_commit', 'run_artifact', 'preflight', 'reproduce',
-           'list_artifacts', 'report_data', 'write_report', 'write_html_report', 'main']
+__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'RESULT_KEYS', 'LOCAL_CORPORA', 'REPORT_KNOBS', 'Artifact', 'check_items', 'select',
+           'experiments_dir', 'library_hash', 'inputs_hash', 'read_record', 'failure_path', 'status', 'git_commit',
+           'run_artifact', 'preflight', 'check_runnable', 'BatchLocked', 'batch_lock', 'reproduce', 'list_artifacts',
+           'report_data', 'write_report', 'write_html_report', 'main']
 
 # %% ../nbs/11_reproduce.ipynb #5b06b39e
 PAPER_ITEMS = (
@@ -68,8 +70,9 @@ check_items()
 
 def select(only: str | list | None) -> list[Artifact]:
     "Artifacts by name (comma-separated string or list); unknown names raise with the allowed ones."
-    if not only: return list(ARTIFACTS.values())
-    names = only.split(",") if isinstance(only, str) else list(only)
+    if only is None: return list(ARTIFACTS.values())
+    names = [n.strip() for n in (only.split(",") if isinstance(only, str) else list(only)) if n.strip()]
+    if not names: raise ValueError(f"--only {only!r} names no artifact; allowed: comma-separated names from {list(ARTIFACTS)}")
     bad = [n for n in names if n not in ARTIFACTS]
     if bad: raise ValueError(f"unknown artifact(s) {bad}; allowed: {list(ARTIFACTS)}")
     return [ARTIFACTS[n] for n in names]
@@ -96,15 +99,43 @@ def inputs_hash(art: Artifact, profile: Profile) -> str:
     nb = (experiments_dir() / f"{art.name}.ipynb").read_bytes()
     return hashlib.sha256(nb + library_hash().encode() + profile.digest().encode()).hexdigest()[:16]
 
+RESULT_KEYS = ("artifact", "claims", "figures", "tables", "numbers")
+
+def read_record(path: Path, keys: tuple = ()) -> tuple[dict | None, str | None]:
+    "A JSON record and None, or None and what is wrong with it (missing, unreadable, not JSON, lacking `keys`), naming the file."
+    path = Path(path)
+    if not path.exists(): return None, None
+    try: obj = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as e: return None, f"{path} is unreadable ({e})"
+    except ValueError as e: return None, f"{path} is damaged: not valid JSON ({e})"
+    if not isinstance(obj, dict): return None, f"{path} is damaged: not a JSON object"
+    lacking = [k for k in keys if k not in obj]
+    if lacking: return None, f"{path} is damaged: it lacks {lacking}"
+    return obj, None
+
+def failure_path(art: Artifact, profile: Profile) -> Path:
+    "Where the last failed attempt at an artifact is recorded (under runs/, so the last good result stays untouched)."
+    return project_root() / "runs" / profile.results_name / f"{art.name}.failed.json"
+
 def status(art: Artifact, profile: Profile) -> dict:
-    "Status of an artifact: 'done' (current), 'stale' (inputs changed), 'failed', or 'missing'."
-    d = figures_dir(profile, art.name)
-    run = json.loads((d / "run.json").read_text()) if (d / "run.json").exists() else {}
-    if (d / "result.json").exists() and run.get("status") == "ok":
+    "Status of an artifact: 'done' (current), 'stale' (inputs changed), 'damaged', 'failed', or 'missing'; never raises on bad files."
+    d = figures_dir(profile, art.name, create=False)
+    restore_interrupted(d)
+    run, run_bad = read_record(d / "run.json", ("status", "inputs"))
+    res, res_bad = read_record(d / "result.json", RESULT_KEYS)
+    fail, _ = read_record(failure_path(art, profile))
+    problem = run_bad or res_bad
+    if problem: st = "damaged"
+    elif res and run and run.get("status") == "ok":
         st = "done" if run.get("inputs") == inputs_hash(art, profile) else "stale"
-    else: st = "failed" if run.get("status") == "failed" else "missing"
-    return dict(artifact=art.name, items=list(art.items), status=st, wall_time_s=run.get("wall_time_s"),
-                finished=run.get("finished"), error=run.get("error"))
+    elif res or run: st, problem = "damaged", f"{d} holds {'result.json' if res else 'run.json'} without its " \
+                                              f"{'run.json' if res else 'result.json'} (an interrupted or hand-edited run)"
+    else: st = "failed" if fail else "missing"
+    if fail and run and (fail.get("finished") or "") < (run.get("finished") or ""): fail = None   # an older failure, since fixed
+    out = dict(artifact=art.name, items=list(art.items), status=st, wall_time_s=(run or {}).get("wall_time_s"),
+               finished=(run or {}).get("finished"), error=(fail or {}).get("error"), problem=problem)
+    if fail and st in ("done", "stale"): out["last_attempt"] = f"failed at {fail.get('finished')}; the previous result is kept"
+    return out
 
 # %% ../nbs/11_reproduce.ipynb #5332be8c
 def git_commit(root: Path | None = None) -> str:
@@ -124,11 +155,10 @@ _git_commit = git_commit
 def run_artifact(art: Artifact, profile: Profile, overrides: dict | None = None, log=print) -> dict:
     "Execute one experiment notebook with papermill; returns its run record (also written to run.json)."
     import papermill as pm
-    out_dir = project_root() / "runs" / profile.name; out_dir.mkdir(parents=True, exist_ok=True)
-    fig = figures_dir(profile, art.name)
-    for f in ("run.json", "result.json", "timing.json"):
-        if (fig / f).exists(): (fig / f).unlink()          # nothing stale may look complete while we run
-    for t in fig.glob(".*.tmp"): t.unlink()                 # temp files of an atomic write a killed run left behind
+    out_dir = project_root() / "runs" / profile.results_name; out_dir.mkdir(parents=True, exist_ok=True)
+    fig = figures_dir(profile, art.name, create=False)
+    restore_interrupted(fig)                                # the notebook writes beside the last good result (Record)
+    before = _stamp(fig / "result.json")
     t0, rec = time.time(), dict(artifact=art.name, profile=profile.name, inputs=inputs_hash(art, profile),
                                 overrides=overrides or {}, commit=_git_commit(), started=time.strftime("%Y-%m-%d %H:%M:%S"))
     env_before = os.environ.get("POSVEC_HOME")
@@ -138,10 +168,12 @@ def run_artifact(art: Artifact, profile: Profile, overrides: dict | None = None,
             pm.execute_notebook(str(experiments_dir() / f"{art.name}.ipynb"), str(out_dir / f"{art.name}.ipynb"),
                                 parameters=dict(profile=profile.name, overrides=overrides or {}),
                                 cwd=str(experiments_dir()), progress_bar=False, stdout_file=so, stderr_file=so,
-                                kernel_name="python3")
-        if not (fig / "result.json").exists():
-            raise RuntimeError(f"notebook {art.name} finished without writing result.json (did it call rec.save()?)")
-        if (fig / "timing.json").exists(): rec["timings"] = json.loads((fig / "timing.json").read_text())
+                                kernel_name="python3", extra_arguments=["--IPKernelApp.log_level=ERROR"])   # no TCP warning per artifact
+        res, bad = read_record(fig / "result.json", RESULT_KEYS)
+        if res is None or _stamp(fig / "result.json") == before:
+            raise RuntimeError(bad or f"notebook {art.name} finished without writing result.json (did it call rec.save()?)")
+        timings, _ = read_record(fig / "timing.json")
+        if timings is not None: rec["timings"] = timings
         rec.update(status="ok")
     except Exception as e:
         nb_out = out_dir / f"{art.name}.ipynb"
@@ -153,8 +185,19 @@ def run_artifact(art: Artifact, profile: Profile, overrides: dict | None = None,
         if env_before is None: os.environ.pop("POSVEC_HOME", None)
         else: os.environ["POSVEC_HOME"] = env_before
     rec.update(wall_time_s=round(time.time() - t0, 1), finished=time.strftime("%Y-%m-%d %H:%M:%S"))
-    write_json(fig / "run.json", rec)
+    if rec["status"] == "ok":
+        write_json(fig / "run.json", rec)
+        failure_path(art, profile).unlink(missing_ok=True)
+    else:                                                   # the last good result (if any) stays as it was
+        write_json(failure_path(art, profile), rec)
+        shutil.rmtree(staging_dir(fig), ignore_errors=True)
+        if fig.exists(): log(f"{art.name}: the previous result in {fig} is kept")
     return rec
+
+def _stamp(path: Path):
+    "Identity of a file version (inode, mtime): tells whether a notebook replaced it."
+    try: s = path.stat(); return (s.st_ino, s.st_mtime_ns)
+    except OSError: return None
 
 # %% ../nbs/11_reproduce.ipynb #25cb42c1
 def _failing_cell(nb_path: Path) -> dict:
@@ -206,23 +249,59 @@ def preflight(P: Profile, allow_no_gpu: bool = False) -> Profile:
     for m in P.paper_models: _check_source("paper_models", m, "model")
     return P
 
+def check_runnable(P: Profile):
+    "The batch's own needs, before any work: the `repro` extra is installed and every folder it writes takes a file."
+    missing = [m for m in ("papermill", "nbformat", "ipykernel") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ModuleNotFoundError(f"posvec reproduce runs notebooks with papermill, and {missing} is not installed: install the "
+                                  "'repro' extra, e.g. pip install 'posvec[repro]' (or pip install -e '.[repro]' in a clone)")
+    root = project_root()
+    for d in (root / "figures" / P.results_name, root / "runs" / P.results_name, root / "data" / "cache"): writable(d)
+
 # %% ../nbs/11_reproduce.ipynb #1c1a6405
+class BatchLocked(RuntimeError):
+    "Another batch of the same profile runs in this clone."
+
+@contextlib.contextmanager
+def batch_lock(P: Profile, wait: bool = False):
+    "One batch per profile and clone (they share caches): a second one waits (`wait`) or is refused, naming the holder."
+    path = project_root() / "runs" / f".{P.name}.lock"
+    with disk_errors(path.parent): path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(path, "a+")                       # not inherited by the kernels (close-on-exec); released when we exit or die
+    try:
+        try: fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            f.seek(0); holder = f.read().strip() or "a process that has not written its name yet"
+            raise BatchLocked(f"another posvec batch of profile {P.name!r} is running in this clone ({holder}; lock {path}); "
+                              "wait for it to end or stop it, or pass --wait to start when it ends") from None
+        f.seek(0); f.truncate(); f.write(f"pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}, results {P.results_name}"); f.flush()
+        yield path
+    finally: f.close()
+
 def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False, overrides: dict | None = None,
-              report: bool = True, allow_no_gpu: bool = False) -> dict:
+              report: bool = True, allow_no_gpu: bool = False, wait: bool = False) -> dict:
     "Run the selected artifacts in order, skipping current ones unless `force`; returns a summary (ok, failed, skipped)."
     P = get_profile(profile, **(overrides or {})) if isinstance(profile, str) else profile
     arts = select(only)
     Q = preflight(P, allow_no_gpu)
     if Q.device != P.device: P, overrides = Q, {**(overrides or {}), "device": Q.device}   # --allow-no-gpu: the notebooks see it too
-    log_dir = project_root() / "runs" / P.name; log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    check_runnable(P)
+    with batch_lock(P, wait):
+        return _run_batch(P, arts, force, overrides, report)
+
+def _run_batch(P: Profile, arts: list, force: bool, overrides: dict | None, report: bool) -> dict:
+    log_dir = project_root() / "runs" / P.results_name; log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     def log(msg):
         line = f"[{time.strftime('%H:%M:%S')}] {msg}"; print(line, flush=True)
         with open(log_path, "a") as f: f.write(line + "\n")
-    summary, t0 = dict(profile=P.name, ok=[], failed=[], skipped=[], log=str(log_path)), time.time()
-    log(f"reproduce profile={P.name} artifacts={[a.name for a in arts]} force={force}")
+    summary, t0 = dict(profile=P.name, results=P.results_name, ok=[], failed=[], skipped=[], log=str(log_path)), time.time()
+    log(f"reproduce profile={P.name} artifacts={[a.name for a in arts]} force={force}"
+        + (f" overrides={P.overrides()} -> results in figures/{P.results_name}/" if P.results_name != P.name else ""))
     for i, art in enumerate(arts, 1):
-        if not force and status(art, P)["status"] == "done":
+        st = status(art, P)
+        if st["status"] == "damaged": log(f"[{i}/{len(arts)}] {art.name}: {st['problem']}; treated as missing")
+        if not force and st["status"] == "done":
             log(f"[{i}/{len(arts)}] {art.name}: up to date, skipped"); summary["skipped"].append(art.name); continue
         log(f"[{i}/{len(arts)}] {art.name}: running ({art.about})")
         rec = run_artifact(art, P, overrides, log)
@@ -240,7 +319,7 @@ def list_artifacts(profile: str | Profile = "cpu") -> dict:
     P = get_profile(profile) if isinstance(profile, str) else profile
     arts = [status(a, P) for a in ARTIFACTS.values()]
     cover = {i: [a.name for a in ARTIFACTS.values() if i in a.items] for i in PAPER_ITEMS}
-    return dict(profile=P.name, artifacts=arts, items=cover, missing=[i for i, a in cover.items() if not a])
+    return dict(profile=P.name, results=P.results_name, artifacts=arts, items=cover, missing=[i for i, a in cover.items() if not a])
 
 REPORT_KNOBS = ("device", "dtype", "seed", "threads", "C", "window", "small_window", "d_model", "n_layers", "n_heads", "d_ff",
                 "train_steps", "batch_size", "lr", "corpus", "corpus_max_files", "eval_corpus", "second_corpus", "tokenizer",
@@ -255,17 +334,22 @@ def _jsonable(v): return json.loads(json.dumps(v, default=str))
 
 def report_data(P: Profile) -> dict:
     "Everything the report shows, gathered from the result.json / run.json files of profile `P`."
-    L = list_artifacts(P); root = figures_dir(P)
-    counts, rows, findings = {"holds": 0, "fails": 0, "not measurable": 0}, [], []
+    L = list_artifacts(P); root = figures_dir(P, create=False)
+    counts, rows, findings = {"holds": 0, "fails": 0, "not measurable": 0, "wall-clock": 0}, [], []
     zoo, tuned, corpora = {}, {}, {}
     knobs = _jsonable(P.knobs)
     for a in L["artifacts"]:
         name = a["artifact"]
-        res, run = _read_json(root / name / "result.json"), _read_json(root / name / "run.json") or {}
+        ok = a["status"] in ("done", "stale")          # a damaged record is named in the summary, never read
+        res = read_record(root / name / "result.json", RESULT_KEYS)[0] if ok else None
+        run = (read_record(root / name / "run.json")[0] if ok else None) or {}
         diff = {k: v for k, v in (res or {}).get("knobs", {}).items() if k in knobs and k != "name" and v != knobs[k]}
         rows.append(dict(status=a, result=res, run=run, knob_diff=diff))
         if not res: continue
-        for c in res.get("claims", []): counts[c["verdict"]] += 1
+        vol = {v[len("claim: "):] for v in res.get("volatile", []) if v.startswith("claim: ")}
+        for c in res.get("claims", []):
+            if c["claim"] in vol: counts["wall-clock"] += 1   # decided by the machine's load: not in the headline
+            else: counts[c["verdict"]] += 1
         findings += [(name, f) for f in res.get("findings", [])]
         inputs = res.get("inputs", {})
         for kind, into in (("zoo", zoo), ("finetuned", tuned)):
@@ -295,10 +379,13 @@ def _split3(d) -> str:
 def _summary_lines(D) -> list[str]:
     c, L = D["counts"], D["listing"]
     nd = D["not_done"]
-    return [f"Claims: **{c['holds']} hold**, **{c['fails']} fail**, **{c['not measurable']} not measurable** at this scale.",
+    wall = (f" ({c['wall-clock']} wall-clock check{'s' if c['wall-clock'] != 1 else ''} not counted: their verdicts depend on "
+            "the machine's load)") if c["wall-clock"] else ""
+    return [f"Claims: **{c['holds']} hold**, **{c['fails']} fail**, **{c['not measurable']} not measurable** at this scale{wall}.",
             f"Paper items covered: {len(PAPER_ITEMS) - len(L['missing'])} of {len(PAPER_ITEMS)}. "
             f"Missing: {', '.join(L['missing']) if L['missing'] else 'none'}.",
             (f"Artifacts without a current result ({len(nd)} of {len(D['rows'])}): " + ", ".join(f"**{n}** ({s})" for n, s in nd) + "."
+             + "".join(f" {r['status']['artifact']}: {r['status']['problem']}." for r in D["rows"] if r["status"].get("problem"))
              if nd else f"Artifacts: all {len(D['rows'])} done.")]
 
 def _setup_tables(D) -> list[tuple[str, list[str], list[list[str]]]]:
@@ -431,41 +518,66 @@ def _fmt(v):
 
 # %% ../nbs/11_reproduce.ipynb #833b4abb
 def _parse_sets(sets: list[str]) -> dict:
-    out = {}
+    "`--set knob=value` pairs, each typed and range-checked by its knob; every bad one is named in one error."
+    out, errors, unknown = {}, [], []
     for s in sets or []:
-        if "=" not in s: raise ValueError(f"--set wants knob=value, got {s!r}")
+        if "=" not in s: errors.append(f"--set wants knob=value, got {s!r}"); continue
         k, v = s.split("=", 1)
-        try: out[k] = json.loads(v)
-        except json.JSONDecodeError: out[k] = v
+        if k not in KNOBS: unknown.append(k); continue
+        try: out[k] = parse_knob(k, v)
+        except ValueError as e: errors.append(str(e))
+    if unknown: errors.insert(0, f"unknown knob(s) {unknown}; valid knobs: {list(KNOBS)}")
+    if errors: raise ValueError("; ".join(errors) if len(errors) == 1 else "bad --set values:\n  " + "\n  ".join(errors))
     return out
+
+def _profile_of(a) -> Profile:
+    if a.profile not in PROFILES: raise ValueError(f"unknown profile {a.profile!r}; allowed profiles: {sorted(PROFILES)}")
+    return get_profile(a.profile, **_parse_sets(a.set))
+
+def _print_listing(L: dict):
+    print(f"profile {L['profile']}" + (f" (results in figures/{L['results']}/)" if L.get("results", L["profile"]) != L["profile"] else ""))
+    for s in L["artifacts"]:
+        t = f"{s['wall_time_s']:.0f}s at {s['finished']}" if s.get("wall_time_s") else ""
+        print(f"  {s['artifact']:<16} {s['status']:<8} {t:<30} {', '.join(s['items'])}")
+        for k in ("problem", "last_attempt"):
+            if s.get(k): print(f"  {'':<16} {s[k]}")
+    print(f"paper items covered: {len(PAPER_ITEMS) - len(L['missing'])}/{len(PAPER_ITEMS)}; missing: {', '.join(L['missing']) or 'none'}")
 
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `posvec` command."
     ap = argparse.ArgumentParser(prog="posvec", description="Reproduce the positional-vector and PoSE papers.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("reproduce", help="run experiment notebooks with papermill")
-    r.add_argument("--profile", default="cpu"); r.add_argument("--only", default=None, help="comma-separated artifact names")
-    r.add_argument("--force", action="store_true"); r.add_argument("--set", nargs="*", default=[], metavar="KNOB=VALUE")
+    r.add_argument("--only", default=None, help="comma-separated artifact names")
+    r.add_argument("--force", action="store_true", help="rerun artifacts that are up to date")
     r.add_argument("--allow-no-gpu", action="store_true", help="run a GPU profile (paper) on the CPU anyway (device=cpu)")
-    l = sub.add_parser("list", help="artifacts, their status and the paper items they cover")
-    l.add_argument("--profile", default="cpu"); l.add_argument("--json", action="store_true")
-    rp = sub.add_parser("report", help="write figures/<profile>/REPORT.md"); rp.add_argument("--profile", default="cpu")
+    r.add_argument("--wait", action="store_true", help="if another batch of this profile runs in this clone, wait for it")
+    l = sub.add_parser("list", help="artifacts, their status and the paper items they cover"); l.add_argument("--json", action="store_true")
+    rp = sub.add_parser("report", help="write figures/<profile>/REPORT.md and REPORT.html")
+    for p in (r, l, rp):
+        p.add_argument("--profile", default="cpu", help=f"one of {sorted(PROFILES)}")
+        p.add_argument("--set", nargs="*", default=[], metavar="KNOB=VALUE",
+                       help="override knobs; results then go to figures/<profile>+<hash>/, never over the profile's own")
     a = ap.parse_args(argv)
     try:
-        if a.profile not in PROFILES: raise ValueError(f"unknown profile {a.profile!r}; allowed profiles: {sorted(PROFILES)}")
+        P = _profile_of(a)
+        require_clone(f"posvec {a.cmd}")
         if a.cmd == "reproduce":
-            s = reproduce(a.profile, a.only, a.force, _parse_sets(a.set), allow_no_gpu=a.allow_no_gpu)
+            s = reproduce(P, a.only, a.force, P.overrides(), allow_no_gpu=a.allow_no_gpu, wait=a.wait)
             return 1 if s["failed"] else 0
         if a.cmd == "list":
-            L = list_artifacts(a.profile)
-            if a.json: print(json.dumps(L, indent=1)); return 0
-            print(f"profile {L['profile']}")
-            for s in L["artifacts"]:
-                t = f"{s['wall_time_s']:.0f}s at {s['finished']}" if s.get("wall_time_s") else ""
-                print(f"  {s['artifact']:<16} {s['status']:<8} {t:<30} {', '.join(s['items'])}")
-            print(f"paper items covered: {len(PAPER_ITEMS) - len(L['missing'])}/{len(PAPER_ITEMS)}; missing: {', '.join(L['missing'])}")
+            L = list_artifacts(P)
+            if a.json: print(json.dumps(L, indent=1))
+            else: _print_listing(L)
             return 0
-        if a.cmd == "report": print(write_report(a.profile)); return 0
-    except (ValueError, FileNotFoundError, ConnectionError) as e:
+        if a.cmd == "report": print(write_report(P)); return 0
+    except (ValueError, FileNotFoundError, ConnectionError, ModuleNotFoundError, BatchLocked, DiskError) as e:
         print(f"posvec: error: {e}", file=sys.stderr); return 2
     return 0
+
+def _in_ipython() -> bool:
+    try: from IPython import get_ipython
+    except ImportError: return False
+    return get_ipython() is not None
+
+if __name__ == "__main__" and not _in_ipython(): sys.exit(main())      # python -m posvec_lib.reproduce …

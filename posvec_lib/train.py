@@ -12,7 +12,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import LlamaForCausalLM, Trainer, TrainingArguments, TrainerCallback
 from .config import (Profile, get_profile, cache_dir, write_json, seed_everything, resolve_device, torch_dtype,
-                               remove_cache_entry, oom_hint, note_input, ZOO_VARIANTS)
+                               remove_cache_entry, oom_hint, note_input, ZOO_VARIANTS, entry_ok, seal, disk_errors)
 from .data import profile_data, RandomWindows, fixed_length_samples
 from .variants import Variant, zoo_variants, model_config, set_attention
 
@@ -96,7 +96,7 @@ def zoo_path(profile: Profile, name: str) -> Path:
 def train_zoo_model(profile: Profile, name: str, force: bool = False) -> Path:
     "Train one zoo entry from scratch (or resume it), save it with its manifest; returns its folder."
     final = zoo_path(profile, name)
-    if (final / "manifest.json").exists() and not force: return final
+    if entry_ok(final) and not force: return final       # a damaged entry is named, discarded and trained again
     data, v = profile_data(profile), zoo_variants(profile)[name]
     seed = zoo_seed(profile, name)
     partial = final.with_name(final.name + ".partial")
@@ -108,7 +108,7 @@ def train_zoo_model(profile: Profile, name: str, force: bool = False) -> Path:
     trainer = Trainer(model=model, args=args, train_dataset=train_ds, callbacks=[_LossLog(profile.C * profile.batch_size)])
     last = last_checkpoint(partial)
     if last: print(f"resuming {name} from {last}")
-    with oom_hint("batch_size", profile.batch_size, f"training zoo model {name!r}"):
+    with oom_hint("batch_size", profile.batch_size, f"training zoo model {name!r}"), disk_errors(partial):
         trainer.train(resume_from_checkpoint=last)
     wall = time.time() - t0
     # validation PPL at C on fixed held-out windows
@@ -117,8 +117,10 @@ def train_zoo_model(profile: Profile, name: str, force: bool = False) -> Path:
     log = pd.DataFrame([h for h in trainer.state.log_history if "loss" in h])
     tmp = final.with_name(final.name + ".tmp")
     if tmp.exists(): shutil.rmtree(tmp)
-    model.save_pretrained(tmp); data.tokenizer.save_pretrained(tmp)
-    log.to_csv(tmp / "loss.csv", index=False)
+    with disk_errors(tmp):
+        model.save_pretrained(tmp); data.tokenizer.save_pretrained(tmp)
+        log.to_csv(tmp / "loss.csv", index=False)
+    seal(tmp)                                          # checksums of every file, before the manifest that completes it
     write_json(tmp / "manifest.json", dict(
         variant=v.__dict__, label=name, config=model.config.to_dict(), corpus=data.manifest, tokenizer=data.tokenizer.posvec_hash,
         steps=trainer.state.global_step, tokens_seen=trainer.state.global_step * profile.C * profile.batch_size,
@@ -155,7 +157,7 @@ def load_zoo_model(profile: Profile, name: str, attn: str = "posvec_sdpa", train
         raise ValueError(f"zoo model {name!r} of profile {profile.name!r} has no checkpoint in profile.pretrained "
                          f"({list(profile.pretrained)}) and train_steps=0: give one or set train_steps > 0")
     path = zoo_path(profile, name)
-    if not (path / "manifest.json").exists():
+    if not entry_ok(path):
         if not train: raise FileNotFoundError(f"zoo model {name!r} of profile {profile.name!r} is not trained ({path})")
         train_zoo_model(profile, name)
     note_zoo_entry(path)

@@ -336,10 +336,12 @@ def test_A_ablation_takes_a_hub_style_model_folder(tmp_path, root):
     r = subprocess.run([sys.executable, "-m", "papermill", str(root / "nbs/experiments/A_ablation.ipynb"), str(tmp_path / "out.ipynb"),
                         *params, "--cwd", str(root / "nbs/experiments")], env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
-    res = json.loads((home / "figures/smoke/A_ablation/result.json").read_text())
+    out = home / "figures" / get_profile("smoke", ablation_models=(str(folder),)).results_name   # an override: its own folder
+    assert out.name.startswith("smoke+") and not (home / "figures" / "smoke" / "A_ablation").exists()
+    res = json.loads((out / "A_ablation/result.json").read_text())
     assert "rebuttal_mainstream_attention_maps.png" in res["figures"]
     import pandas as pd
-    t6 = pd.read_csv(home / "figures/smoke/A_ablation/table6_ablations.csv")
+    t6 = pd.read_csv(out / "A_ablation/table6_ablations.csv")
     assert set(t6.model) == {str(folder)} and len(t6) == 1 + 2 * len(REMOVALS)
     assert {"paper_Llama-3-8B_ppl", "paper_Yi-9B_simi", "paper_Qwen1.5-7B_ppl_ratio"} <= set(t6.columns)
     assert any(c["claim"].startswith("tiny-rope-llm: removing the positional basis of later tokens") for c in res["claims"])
