@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 from .train import token_nll
+from .trace import as_token_batch
 
 # %% auto #0
 __all__ = ['ppl_by_position', 'sliding_windows', 'sliding_window_ppl', 'truncate_ppl']
@@ -16,6 +17,8 @@ __all__ = ['ppl_by_position', 'sliding_windows', 'sliding_window_ppl', 'truncate
 # %% ../nbs/10_evaluate.ipynb #f9586424
 def ppl_by_position(model, samples: torch.Tensor, bucket: int, batch_size: int = 8, progress: bool = False) -> dict:
     "PPL of next-token predictions per position bucket [k*bucket, (k+1)*bucket) of samples [n, T]; also the per-position mean NLL."
+    samples = as_token_batch(samples, "samples")
+    if samples.shape[1] < 2: raise ValueError(f"samples of T={samples.shape[1]} token(s) have nothing to score; allowed: T ≥ 2")
     nll = token_nll(model, samples, batch_size, progress=progress)     # [n, T-1]; column t scores token t+1
     per_pos = nll.mean(0)
     T = nll.shape[1] + 1
@@ -37,6 +40,15 @@ def sliding_windows(n: int, L: int, S: int):
         if e >= n: return out
         b += S
 
+def _check_docs(docs, what: str):
+    "Raise unless `docs` is a non-empty list of 1-D token sequences (a single flat sequence is the common slip)."
+    if isinstance(docs, (torch.Tensor, np.ndarray)) and docs.ndim < 2 or len(docs) == 0 or np.ndim(docs[0]) == 0:
+        got = f"shape {tuple(docs.shape)}" if hasattr(docs, "shape") else f"a {type(docs).__name__} of {len(docs)} items"
+        raise TypeError(f"{what} needs docs = a non-empty list of documents, each a 1-D sequence of token ids; got {got} "
+                        "(one document: pass [doc])")
+    bad = [i for i, d in enumerate(docs) if (d.ndim if hasattr(d, "ndim") else np.ndim(d)) != 1]
+    if bad: raise ValueError(f"{what}: documents must be 1-D sequences of token ids; {len(bad)} of {len(docs)} are not (first: docs[{bad[0]}])")
+
 @torch.no_grad()
 def sliding_window_ppl(model, docs: list, L: int, S: int, bos_id: int, progress: bool = True, max_tokens: int = 1024) -> dict:
     """Sliding-window PPL over documents (1-D token tensors): BOS per window, only unscored tokens scored, NLL pooled.
@@ -48,7 +60,9 @@ def sliding_window_ppl(model, docs: list, L: int, S: int, bos_id: int, progress:
     contiguous [tokens, vocab] logits: cross-entropy over a transposed [B, vocab, T] view is ~7x slower on a CPU."""
     model.eval(); dev = next(model.parameters()).device
     if max_tokens < 1: raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+    _check_docs(docs, "sliding_window_ppl")
     wins = [(d, w) for d in range(len(docs)) for w in sliding_windows(len(docs[d]), L, S)]
+    if not wins: raise ValueError(f"the {len(docs)} document(s) hold no tokens to score; allowed: at least one non-empty document")
     groups = {}
     for d, (b, e, f) in wins: groups.setdefault(e - b, []).append((d, b, e, f))      # same length -> one tensor
     batches = [(n, g[i:i + max(1, max_tokens // (n + 1))]) for n, g in sorted(groups.items())
@@ -66,6 +80,7 @@ def sliding_window_ppl(model, docs: list, L: int, S: int, bos_id: int, progress:
 
 def truncate_ppl(model, docs: list, L: int, bos_id: int, batch_size: int = 4) -> dict:
     "Each document scored once on its first L-1 tokens after BOS (PoSE Fig. 4)."
+    _check_docs(docs, "truncate_ppl")
     short = [i for i, d in enumerate(docs) if len(d) < L - 1]
     if short: raise ValueError(f"truncate_ppl needs documents of at least L-1={L-1} tokens; {len(short)} of {len(docs)} are shorter")
     ids = torch.stack([torch.cat([torch.tensor([bos_id]), torch.as_tensor(d[:L - 1])]).long() for d in docs])

@@ -11,22 +11,24 @@ import numpy as np
 import pandas as pd
 import torch
 from transformers import PretrainedConfig
-from .config import Profile, cache_dir, write_json, atomic_write
-from .trace import hooks, run_with_cache, decoder_layers
+from .config import Profile, cache_dir, write_json, atomic_write, load_sealed, seal
+from .trace import hooks, run_with_cache, decoder_layers, as_token_batch
 from .decompose import PositionalVectors, positional_vectors, cosine_matrix
 from .rope import apply_interpolation
+from .variants import ATTENTION_KINDS, supported_models
 from .train import token_nll
 
 # %% auto #0
-__all__ = ['EXTENSIONS', 'REPLICATE_SEEDS', 'IDENTITY_SETTINGS', 'active_extensions', 'Extension', 'ConfigChange', 'NoChange',
-           'attention_scaling', 'initial_scaling', 'window_extension', 'DynamicNTK', 'dynamic_ntk', 'dynamic_ntk_scale',
-           'interpolate_positions', 'replacement_shift', 'PositionalVectorReplacement', 'positional_vector_replacement',
-           'no_extension', 'extend', 'cached_positional_vectors', 'similarity_to_window', 'window_match',
-           'beyond_similarity', 'window_similarity', 'identification_error', 'ratio_from_matches', 'effective_ratio',
-           'interval_means', 'sink_by_position', 'positional_logits', 'logits_similarity', 'search_grid', 'ppl_of',
-           'ppl_search', 'reference_samples', 'replicate_samples', 'reference_positional_vectors', 'default_grid',
-           'tuned_setting', 'setting_for_length', 'extension_kwargs', 'repetition_lengths', 'repetition_samples',
-           'repetition_control', 'repetition_accuracy', 'window_input_similarity', 'needle_similarity']
+__all__ = ['NEEDS', 'EXTENSIONS', 'REPLICATE_SEEDS', 'IDENTITY_SETTINGS', 'active_extensions', 'Extension', 'check_extensible',
+           'ConfigChange', 'NoChange', 'attention_scaling', 'initial_scaling', 'window_extension', 'DynamicNTK',
+           'dynamic_ntk', 'dynamic_ntk_scale', 'interpolate_positions', 'replacement_shift',
+           'PositionalVectorReplacement', 'positional_vector_replacement', 'no_extension', 'extend',
+           'cached_positional_vectors', 'similarity_to_window', 'window_match', 'beyond_similarity',
+           'window_similarity', 'identification_error', 'ratio_from_matches', 'effective_ratio', 'interval_means',
+           'sink_by_position', 'positional_logits', 'logits_similarity', 'search_grid', 'ppl_of', 'ppl_search',
+           'reference_samples', 'replicate_samples', 'reference_positional_vectors', 'default_grid', 'tuned_setting',
+           'setting_for_length', 'extension_kwargs', 'repetition_lengths', 'repetition_samples', 'repetition_control',
+           'repetition_accuracy', 'window_input_similarity', 'needle_similarity']
 
 # %% ../nbs/07_extend.ipynb #cd60e127
 _ACTIVE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # model -> tags of active extensions
@@ -61,6 +63,32 @@ class Extension:
     def __enter__(self): return self.model
     def __exit__(self, *exc): self.restore(); return False
     def __repr__(self): return f"{type(self).__name__}({self.tag!r}, active={self.active})"
+
+# %% ../nbs/07_extend.ipynb #7750baea
+NEEDS = {"direct": (), "attention_scaling": ("layers", "posvec_attention"), "initial_scaling": ("layers", "posvec_attention"),
+         "window_extension": ("layers", "posvec_attention"), "dynamic_ntk": ("layers", "rope"), "replacement": ("layers",)}
+
+def check_extensible(model, method: str):
+    "Raise unless `model` has what extension `method` needs (NEEDS[method]): TypeError/ValueError naming its class and the supported ones."
+    needs, name = NEEDS[method], type(model).__name__
+    if "layers" in needs:
+        layers = getattr(getattr(model, "model", model), "layers", None)
+        ok = isinstance(layers, torch.nn.ModuleList) and len(layers) > 0 and all(
+            all(hasattr(getattr(l, "self_attn", None), k) for k in ("q_proj", "k_proj", "v_proj", "o_proj")) for l in layers)
+        if not ok:
+            raise TypeError(f"extension {method!r} cannot be applied to {name}: it needs a decoder stack "
+                            f"model.model.layers[i].self_attn with q_proj, k_proj, v_proj, o_proj; supported: {supported_models()}")
+    cfg = getattr(model, "config", None)
+    if "posvec_attention" in needs and getattr(cfg, "_attn_implementation", None) not in ATTENTION_KINDS:
+        raise ValueError(f"extension {method!r} cannot be applied to {name} with attention "
+                         f"{getattr(cfg, '_attn_implementation', None)!r}: it works through the posvec attention function, "
+                         f"which reads the logit and window knobs; allowed attention: {list(ATTENTION_KINDS)} (switch with "
+                         f"posvec_lib.variants.set_attention(model, 'posvec_sdpa'), or load with load_pretrained_variant)")
+    if "rope" in needs:
+        rot = [getattr(m, "rotary_emb", None) for m in (getattr(model, "model", None), model)]
+        if not any(isinstance(r, torch.nn.Module) for r in rot) or not isinstance(getattr(cfg, "rope_parameters", None), dict):
+            raise TypeError(f"extension {method!r} cannot be applied to {name}: it needs a rotary embedding "
+                            f"(model.model.rotary_emb) and config.rope_parameters; supported: {supported_models()} with RoPE")
 
 # %% ../nbs/07_extend.ipynb #96ed53c4
 _MISSING = object()
@@ -107,6 +135,7 @@ def _positive(name, x):
 # %% ../nbs/07_extend.ipynb #6de84b05
 def attention_scaling(model, lam: float) -> Extension:
     "Attention scaling: every q·k logit multiplied by λ (a temperature for NoPE); λ = 1 is the identity."
+    check_extensible(model, "attention_scaling")
     _positive("λ (lam)", lam)
     if lam == 1: return NoChange(model, "attention_scaling(1)")
     return ConfigChange(model, f"attention_scaling({lam:g})",
@@ -114,6 +143,7 @@ def attention_scaling(model, lam: float) -> Extension:
 
 def initial_scaling(model, s: float, n_initial: int = 4) -> Extension:
     "Initial scaling: only the logits q·k_j on the first `n_initial` keys multiplied by s; s = 1 is the identity."
+    check_extensible(model, "initial_scaling")
     _positive("s", s)
     if not (isinstance(n_initial, int) and n_initial >= 1): raise ValueError(f"n_initial must be an int >= 1, got {n_initial!r}")
     if s == 1: return NoChange(model, "initial_scaling(1)")
@@ -126,6 +156,7 @@ def initial_scaling(model, s: float, n_initial: int = 4) -> Extension:
 
 def window_extension(model, r: float, lam: float = 1.0) -> Extension:
     "Attention window extension: sliding window W → round(r·W) and every logit × λ; r = λ = 1 is the identity."
+    check_extensible(model, "window_extension")
     _positive("r", r); _positive("λ (lam)", lam)
     W = getattr(model.config, "posvec_window", None)
     if not W: raise ValueError("attention window extension needs a window-attention model (config.posvec_window is None)")
@@ -138,6 +169,7 @@ def window_extension(model, r: float, lam: float = 1.0) -> Extension:
 class DynamicNTK(Extension):
     "Dynamic NTK on a RoPE model through `posvec_lib.rope` (transformers' 'dynamic' type), exact for each input's own length."
     def __init__(self, model, factor: float, original_max_position_embeddings: int | None = None):
+        check_extensible(model, "dynamic_ntk")
         super().__init__(model, f"dynamic_ntk({factor:g})")
         rp = (model.config.rope_parameters or {})
         if rp.get("rope_type", "default") != "default":
@@ -157,6 +189,7 @@ class DynamicNTK(Extension):
 
 def dynamic_ntk(model, factor: float, original_max_position_embeddings: int | None = None) -> Extension:
     "Dynamic NTK with transformers' `factor` s (C defaults to config.max_position_embeddings); s = 1 is the identity."
+    check_extensible(model, "dynamic_ntk")
     _positive("factor", factor)
     if factor == 1: return NoChange(model, "dynamic_ntk(1)")
     if factor < 1: raise ValueError(f"Dynamic NTK factor must be >= 1, got {factor}")
@@ -187,6 +220,7 @@ def replacement_shift(p: torch.Tensor, r: float, alpha: float, n_keep: int = 4) 
 class PositionalVectorReplacement(Extension):
     "At the output of decoder layer `layer`: h ← h − p + α·p(t/r), first `n_keep` positions untouched (a resid_post hook)."
     def __init__(self, model, pv: PositionalVectors | torch.Tensor, layer: int, r: float, alpha: float = 1.0, n_keep: int = 4):
+        check_extensible(model, "replacement")
         p = pv.p if isinstance(pv, PositionalVectors) else pv                 # [L, T_ref, d]
         L = len(decoder_layers(model))
         if not (isinstance(layer, int) and 0 <= layer < L): raise ValueError(f"layer must be an int in 0..{L - 1}, got {layer!r}")
@@ -213,12 +247,14 @@ class PositionalVectorReplacement(Extension):
 def positional_vector_replacement(model, pv: PositionalVectors | torch.Tensor, layer: int, r: float, alpha: float = 1.0,
                                   n_keep: int = 4) -> Extension:
     "Positional vector replacement at decoder layer `layer` (0-based) with ratio r and scale α; r = α = 1 is the identity."
+    check_extensible(model, "replacement")
     if r == 1 and alpha == 1: return NoChange(model, "replacement(1, 1)")
     return PositionalVectorReplacement(model, pv, layer, r, alpha, n_keep)
 
 # %% ../nbs/07_extend.ipynb #5338726e
 def no_extension(model) -> Extension:
-    "Direct extrapolation: the model as it is."
+    "Direct extrapolation: the model as it is (any causal LM: it needs nothing)."
+    check_extensible(model, "direct")
     return NoChange(model, "direct")
 
 EXTENSIONS: dict[str, Callable] = {
@@ -248,11 +284,12 @@ def cached_positional_vectors(model, samples: torch.Tensor, batch_size: int = 16
                          + samples.numpy().astype(np.int64).tobytes() + str(tuple(samples.shape)).encode()).hexdigest()[:16]
     if key in _PV_MEMO: return _PV_MEMO[key]
     path = cache_dir("posvec") / f"pv-{key}.pt"
-    if disk and path.exists():
-        d = torch.load(path); pv = PositionalVectors(d["p"], d["n_samples"], d["total_var"])
+    d = load_sealed(path, torch.load, "positional-vector cache") if disk else None   # damaged: named, discarded, recomputed
+    if d is not None: pv = PositionalVectors(d["p"], d["n_samples"], d["total_var"])
     else:
         pv = positional_vectors(model, samples, batch_size=batch_size, progress=False)
-        if disk: atomic_write(path, writer=lambda t: torch.save(dict(p=pv.p, n_samples=pv.n_samples, total_var=pv.total_var), t))
+        if disk:
+            atomic_write(path, writer=lambda t: torch.save(dict(p=pv.p, n_samples=pv.n_samples, total_var=pv.total_var), t)); seal(path)
     _PV_MEMO[key] = pv
     return pv
 
@@ -348,6 +385,7 @@ def search_grid(**axes) -> list[dict]:
 
 def ppl_of(model, samples: torch.Tensor, method: str = "direct", batch_size: int = 8, **setting) -> float:
     "PPL (over all positions) of samples [n, T] with extension `method` and its setting applied."
+    samples = as_token_batch(samples, "samples")
     with extend(model, method, **setting): nll = token_nll(model, samples, batch_size)
     return float(nll.mean().exp())
 
@@ -407,14 +445,15 @@ def tuned_setting(P: Profile, name: str, method: str, T: int, model=None, grid: 
     key = hashlib.sha256(json.dumps(dict(model=zoo_path(P, name).name, method=method, T=T, grid=grid, n=n, seed=P.seed,
                                          ext=list(active_extensions(model))), sort_keys=True).encode()).hexdigest()[:16]
     path = cache_dir("extend", P.name) / f"{name}-{method}-T{T}-{key}.json"
-    if path.exists(): return json.loads(path.read_text())
+    hit = load_sealed(path, lambda p: json.loads(p.read_text()), "extension search cache")
+    if hit is not None: return hit
     samples = reference_samples(P, T, n, seed=32)
     fixed = dict(pv=reference_positional_vectors(P, model)) if method == "replacement" else {}
     df = ppl_search(model, samples, method, grid, **fixed)
     best = {k: (v.item() if hasattr(v, "item") else v) for k, v in df.iloc[0].items() if k != "ppl"}
     if "layer" in best: best["layer"] = int(best["layer"])
     out = dict(model=name, method=method, T=T, setting=best, ppl=float(df.iloc[0]["ppl"]), table=df.to_dict("records"))
-    write_json(path, out)
+    write_json(path, out); seal(path)
     return out
 
 IDENTITY_SETTINGS = {"direct": {}, "attention_scaling": dict(lam=1.0), "initial_scaling": dict(s=1.0),
@@ -452,12 +491,14 @@ def repetition_samples(docs, k: int, T: int, n: int, m: int = 4, seed: int = 0, 
 
 def repetition_control(ids: torch.Tensor, m: int = 4) -> torch.Tensor:
     "Control inputs: each sequence's last m tokens after another sequence's repetitions (what is predictable without the repeated context)."
+    ids = as_token_batch(ids, "ids")
     ctrl = ids.roll(1, 0).clone(); ctrl[:, -m:] = ids[:, -m:]
     return ctrl
 
 @torch.no_grad()
 def repetition_accuracy(model, ids: torch.Tensor, m: int = 4, batch_size: int = 8) -> float:
     "Share of the last m tokens of each sequence predicted exactly (greedy, teacher-forced)."
+    ids = as_token_batch(ids, "ids")
     dev, hits = next(model.parameters()).device, []
     for s in range(0, len(ids), batch_size):
         x = ids[s:s + batch_size].to(dev)
@@ -473,12 +514,14 @@ def _last_state(model, ids):
 
 def window_input_similarity(model, ids: torch.Tensor, span: int, bos_id: int | None = None) -> torch.Tensor:
     "Cosine of the last-layer state at the final position: full input vs only its last `span` tokens (BOS first if given) [n]."
+    ids = as_token_batch(ids, "ids")
     short = ids[:, -span:]
     if bos_id is not None: short = torch.cat([torch.full((len(ids), 1), bos_id), short], 1)
     return torch.nn.functional.cosine_similarity(_last_state(model, ids), _last_state(model, short), dim=-1)
 
 def needle_similarity(model, ids: torch.Tensor, needle: int, vocab_size: int, seed: int = 0, offset: int = 1) -> torch.Tensor:
     "Cosine of the last-layer state at the final position: full input vs the same with tokens [offset, offset+needle) random [n]."
+    ids = as_token_batch(ids, "ids")
     g = torch.Generator().manual_seed(seed)
     alt = ids.clone(); alt[:, offset:offset + needle] = torch.randint(3, vocab_size, (len(ids), needle), generator=g)
     return torch.nn.functional.cosine_similarity(_last_state(model, ids), _last_state(model, alt), dim=-1)

@@ -9,19 +9,26 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['CONTENTS', 'ANCHORS', 'OFFSETS', 'SAMPLERS', 'COVERAGE_METHODS', 'check_windows', 'check_choice', 'check_chunks',
-           'source_text', 'chunk_index', 'official_lengths', 'chunk_lengths', 'skip_offsets', 'content_offsets',
-           'Sample', 'pose_sample', 'pose_sample_chunks', 'randpos_sample', 'full_length_sample', 'get_sampler',
-           'sample_map_fn', 'PoSECollator', 'covered_distances', 'coverage_positions', 'coverage_probability',
-           'pose_coverage_exact']
+__all__ = ['CONTENTS', 'ANCHORS', 'OFFSETS', 'SAMPLERS', 'COVERAGE_METHODS', 'check_int', 'check_windows', 'check_choice',
+           'check_chunks', 'source_text', 'chunk_index', 'official_lengths', 'chunk_lengths', 'skip_offsets',
+           'content_offsets', 'Sample', 'pose_sample', 'pose_sample_chunks', 'randpos_sample', 'full_length_sample',
+           'get_sampler', 'sample_map_fn', 'PoSECollator', 'covered_distances', 'coverage_positions',
+           'coverage_probability', 'pose_coverage_exact']
 
 # %% ../nbs/09_pose.ipynb #12970379
 CONTENTS = ("uniform", "zero", "same")
 ANCHORS = ("start", "end")
 OFFSETS = ("sequential", "sorted")
 
+def check_int(name: str, value):
+    "Raise a TypeError unless `value` is an integer (a Python or numpy int; not a bool, float or str)."
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be a positive integer (an int ≥ 1; not a bool, float or str), "
+                        f"got {value!r} ({type(value).__name__})")
+
 def check_windows(Lc: int, Lt: int):
-    "Raise unless 1 ≤ Lc < Lt: the target window Lt must exceed the original window Lc."
+    "Raise unless Lc, Lt are integers with 1 ≤ Lc < Lt: the target window Lt must exceed the original window Lc."
+    check_int("original window Lc", Lc); check_int("target window Lt", Lt)
     if Lc < 1: raise ValueError(f"original window Lc={Lc} must be ≥ 1")
     if Lt <= Lc: raise ValueError(f"target window Lt={Lt} must be larger than the original window Lc={Lc}; "
                                   f"allowed: Lt ≥ {Lc + 1}")
@@ -31,7 +38,8 @@ def check_choice(name: str, value, allowed: Sequence):
     if value not in allowed: raise ValueError(f"unknown {name} {value!r}; allowed: {list(allowed)}")
 
 def check_chunks(n_chunks: int, Lc: int):
-    "Raise unless 1 ≤ N ≤ Lc (every chunk holds at least one token)."
+    "Raise unless N is an integer with 1 ≤ N ≤ Lc (every chunk holds at least one token)."
+    check_int("n_chunks", n_chunks)
     if not 1 <= n_chunks <= Lc:
         raise ValueError(f"n_chunks={n_chunks} is out of range; allowed: 1..Lc={Lc} (each chunk needs ≥ 1 token)")
 
@@ -40,7 +48,7 @@ def source_text(ids, need: int, max_len: int | None = None, bos: int | None = No
     "The text x as an int64 array: `ids` (or 0..ids−1 for an int), BOS prepended if given, cut to `max_len`; ≥ `need` tokens."
     x = np.arange(ids, dtype=np.int64) if isinstance(ids, (int, np.integer)) else np.asarray(ids, dtype=np.int64).ravel()
     if bos is not None: x = np.concatenate([[bos], x])
-    if max_len is not None: x = x[:max_len]
+    if max_len is not None: check_int("max_len", max_len); x = x[:max_len]
     if len(x) < need:
         raise ValueError(f"text has {len(x)} tokens but {what or 'this sampler'} needs at least {need}; "
                          f"allowed: texts of ≥ {need} tokens (filter shorter documents first)")
@@ -147,7 +155,7 @@ def get_sampler(method: str) -> Callable:
 
 def sample_map_fn(Lc: int, Lt: int, method: str = "pose", seed: int = 0, column: str = "input_ids", **kw) -> Callable:
     "A `datasets.map` function (with_indices=True): example i → input_ids, position_ids, labels from rng (seed, i)."
-    sampler = get_sampler(method)
+    check_windows(Lc, Lt); sampler = get_sampler(method)
     def fn(example, idx):
         s = sampler(example[column], Lc, Lt, np.random.default_rng([seed, idx]), **kw)
         return {"input_ids": s.input_ids.tolist(), "position_ids": s.position_ids.tolist(), "labels": s.input_ids.tolist()}

@@ -6,10 +6,37 @@
 from __future__ import annotations
 from contextlib import contextmanager
 from typing import Callable
+import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['decoder_layers', 'hooks', 'run_with_cache', 'run_with_hooks']
+__all__ = ['as_token_batch', 'decoder_layers', 'hooks', 'run_with_cache', 'run_with_hooks']
+
+# %% ../nbs/04_trace.ipynb #3327053d
+def _describe(x) -> str:
+    if isinstance(x, torch.Tensor): return f"a tensor of shape {tuple(x.shape)}, dtype {str(x.dtype).replace('torch.', '')}"
+    if isinstance(x, np.ndarray): return f"a numpy array of shape {x.shape}, dtype {x.dtype}"
+    return f"a {type(x).__name__}"
+
+def as_token_batch(ids, name: str = "samples") -> torch.Tensor:
+    "Token ids as a LongTensor [batch, T] (batch, T ≥ 1): a 2-D LongTensor as is, [T] gets the batch axis, arrays/lists converted."
+    want = f"{name} must be integer token ids of shape [batch, T] or [T]"
+    t = ids
+    if not isinstance(ids, torch.Tensor):
+        try: a = np.asarray(ids)
+        except (ValueError, TypeError) as e:
+            raise TypeError(f"{want}; got {_describe(ids)} that is not a rectangular array of ints ({e})") from None
+        if a.dtype.kind in "iu": t = torch.from_numpy(np.array(a, dtype=np.int64))     # a copy: never shares memory
+        elif a.size == 0 and a.ndim in (1, 2): t = torch.zeros(a.shape, dtype=torch.long)   # empty: refused below by shape
+        else: raise TypeError(f"{want}; got {_describe(ids)}" + ("" if isinstance(ids, np.ndarray) else f" of {a.dtype} values"))
+    if t.dtype == torch.bool or t.dtype.is_floating_point or t.dtype.is_complex:
+        raise TypeError(f"{want}; got {_describe(ids)} (token ids are integers: convert with .long())")
+    if t.dim() not in (1, 2): raise ValueError(f"{want}; got {_describe(ids)} ({t.dim()}-D)")
+    if t.shape[-1] == 0: raise ValueError(f"{want} with T ≥ 1; got {_describe(ids)} (no tokens)")
+    if t.dim() == 2 and t.shape[0] == 0:
+        raise ValueError(f"{name} holds 0 samples: at least 1 sample is needed (shape [N, T], N ≥ 1); got {_describe(ids)}")
+    if t.dim() == 1: t = t[None]
+    return t if t.dtype == torch.long else t.long()
 
 # %% ../nbs/04_trace.ipynb #df4a8173
 def decoder_layers(model) -> torch.nn.ModuleList:
@@ -46,6 +73,7 @@ def _wrap(fn, kind):
 @torch.no_grad()
 def run_with_cache(model, ids: torch.Tensor, names: list[str] | None = None, **kw):
     "Forward `ids` [B, T]; returns (output, cache) with cache[name] = captured tensor (resid_post.* by default)."
+    ids = as_token_batch(ids, "ids")
     n_layers = len(decoder_layers(model))
     names = names or [f"resid_post.{l}" for l in range(n_layers)]
     cache = {}
@@ -57,5 +85,6 @@ def run_with_cache(model, ids: torch.Tensor, names: list[str] | None = None, **k
 
 def run_with_hooks(model, ids: torch.Tensor, edits: dict[str, Callable], **kw):
     "Forward `ids` with residual edits `{'resid_post.{l}': fn(h) -> new h}` applied; returns the output."
+    ids = as_token_batch(ids, "ids")
     with torch.no_grad(), hooks(model, edits):
         return model(ids, attention_mask=torch.ones_like(ids), **kw)

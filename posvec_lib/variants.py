@@ -14,9 +14,9 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.models.llama.modeling_llama import eager_attention_forward
 
 # %% auto #0
-__all__ = ['POSITIONS', 'ATTENTION_KINDS', 'VARIANT_COLORS', 'alibi_slopes', 'alibi_bias', 'posvec_mask', 'posvec_attention',
-           'register', 'Variant', 'apply_variant', 'set_attention', 'zoo_variants', 'model_config',
-           'load_pretrained_variant']
+__all__ = ['LLAMA_FAMILY', 'POSITIONS', 'ATTENTION_KINDS', 'VARIANT_COLORS', 'alibi_slopes', 'alibi_bias', 'posvec_mask',
+           'posvec_attention', 'register', 'supported_models', 'check_variant_config', 'Variant', 'apply_variant',
+           'set_attention', 'zoo_variants', 'model_config', 'load_pretrained_variant']
 
 # %% ../nbs/02_variants.ipynb #4136310b
 def _compute_nope_parameters(config, device=None, seq_len=None, layer_type=None, **kwargs):
@@ -86,6 +86,23 @@ def register():
 
 register()
 
+# %% ../nbs/02_variants.ipynb #5e4183ab
+LLAMA_FAMILY = {"llama": ("LlamaConfig", "LlamaForCausalLM"), "mistral": ("MistralConfig", "MistralForCausalLM"),
+                "qwen2": ("Qwen2Config", "Qwen2ForCausalLM")}   # model_type -> (config class, causal LM class)
+
+def supported_models(kind: str = "model") -> str:
+    "The supported Llama-family classes, for messages: kind 'model' (causal LMs) or 'config'."
+    names = [c if kind == "config" else m for c, m in LLAMA_FAMILY.values()]
+    return f"Llama-family {'configs' if kind == 'config' else 'causal LMs'} ({', '.join(names)})"
+
+def check_variant_config(config):
+    "Raise a TypeError unless `config` is a Llama-family config (LLAMA_FAMILY) with `rope_parameters`."
+    mt = getattr(config, "model_type", None)
+    if mt not in LLAMA_FAMILY or not hasattr(config, "rope_parameters"):
+        raise TypeError(f"posvec variants cannot be applied to a {type(config).__name__} (model_type {mt!r}): they need "
+                        f"RoPE set by config.rope_parameters and attention through transformers' attention registry; "
+                        f"supported: {supported_models('config')}")
+
 # %% ../nbs/02_variants.ipynb #3dc6fc90
 POSITIONS = ("rope", "nope", "alibi")
 ATTENTION_KINDS = ("posvec_sdpa", "posvec_eager")
@@ -104,6 +121,7 @@ class Variant:
 def apply_variant(config, variant: Variant, attn: str = "posvec_sdpa"):
     "Set a config's rope type, window and ALiBi flag for `variant` (in place; returns the config)."
     if attn not in ATTENTION_KINDS: raise ValueError(f"unknown attention implementation {attn!r}; allowed: {ATTENTION_KINDS}")
+    check_variant_config(config)
     theta = (config.rope_parameters or {}).get("rope_theta", 10000.0)
     config.rope_parameters = {"rope_type": "default" if variant.position == "rope" else "nope", "rope_theta": theta}
     config.posvec_window = variant.window

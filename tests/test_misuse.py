@@ -1,0 +1,117 @@
+"""Library misuse is refused with a clear message (not NaN, a silent no-op or a raw IndexError/AttributeError); seconds."""
+import re
+
+import numpy as np
+import pytest
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaForCausalLM
+
+from posvec_lib.attention import mean_attention
+from posvec_lib.config import get_profile
+from posvec_lib.decompose import positional_vectors
+from posvec_lib.evaluate import ppl_by_position
+from posvec_lib.extend import EXTENSIONS, IDENTITY_SETTINGS, active_extensions, extend, ppl_of
+from posvec_lib.pose import SAMPLERS, pose_sample_chunks
+from posvec_lib.trace import as_token_batch, run_with_cache, run_with_hooks
+from posvec_lib.variants import Variant, apply_variant, model_config
+
+V, T = 101, 12
+SHAPE = re.escape("must be integer token ids of shape [batch, T] or [T]")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    "Tiny models gain nothing from threads; on a busy machine extra threads only oversubscribe the cores."
+    n = torch.get_num_threads(); torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return LlamaForCausalLM(model_config(get_profile("smoke"), Variant("r", "rope"), V, "posvec_eager")).eval()
+
+
+@pytest.fixture(scope="module")
+def x():
+    return torch.randint(3, V, (3, T), generator=torch.Generator().manual_seed(1))
+
+
+def tiny_gpt2():
+    return GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=100, bos_token_id=0, eos_token_id=0))
+
+
+def test_zero_samples_refused(model, x):
+    "Case 1: 0 samples gave NaN positional vectors (and a KeyError in mean_attention)."
+    for f in (positional_vectors, mean_attention):
+        with pytest.raises(ValueError, match=re.escape("at least 1 sample is needed (shape [N, T], N ≥ 1)")):
+            f(model, x[:0], progress=False)
+
+
+def test_token_id_inputs_checked(model, x):
+    "Case 2: 1-D ids, numpy arrays and lists are accepted; floats, 0-d, empty T and ≥3-D are refused with the shape."
+    assert as_token_batch(x) is x                                          # valid input passes untouched
+    entry = {"positional_vectors": lambda ids: positional_vectors(model, ids, progress=False).p,
+             "mean_attention": lambda ids: mean_attention(model, ids, progress=False),
+             "run_with_cache": lambda ids: run_with_cache(model, ids)[0].logits,
+             "run_with_hooks": lambda ids: run_with_hooks(model, ids, {}).logits,
+             "ppl_by_position": lambda ids: torch.as_tensor(ppl_by_position(model, ids, bucket=4)["per_position_nll"]),
+             "ppl_of": lambda ids: torch.tensor(ppl_of(model, ids))}
+    for name, f in entry.items():
+        ref1, ref = f(x[:1]), f(x)
+        assert torch.equal(f(x[0]), ref1), name                             # one sequence [T] = a batch of 1
+        assert torch.equal(f(x.numpy()), ref) and torch.equal(f(x.tolist()), ref), name
+        with pytest.raises(TypeError, match=SHAPE + re.escape("; got a tensor of shape (3, 12), dtype float32")):
+            f(x.float())
+        with pytest.raises(ValueError, match=SHAPE + re.escape("; got a tensor of shape (1, 3, 12), dtype int64 (3-D)")):
+            f(x[None])
+        with pytest.raises(ValueError, match=SHAPE + re.escape("; got a tensor of shape (), dtype int64 (0-D)")):
+            f(x[0, 0])
+        with pytest.raises(ValueError, match=SHAPE + re.escape(" with T ≥ 1; got a tensor of shape (3, 0)")):
+            f(x[:, :0])
+    with pytest.raises(TypeError, match="not a rectangular array of ints"):
+        as_token_batch([[1, 2], [3]])
+
+
+def test_extension_needs_a_supported_model():
+    "Case 3: attention_scaling on a GPT-2 returned an active change that changed nothing; every method now checks."
+    g = tiny_gpt2()
+    settings = {"attention_scaling": dict(lam=3), "initial_scaling": dict(s=2), "window_extension": dict(r=2),
+                "dynamic_ntk": dict(factor=2), "replacement": dict(pv=torch.zeros(2, 16, 32), layer=0, r=2)}
+    assert set(settings) == set(EXTENSIONS) - {"direct"}
+    for method, kw in settings.items():
+        for setting in (kw, {**kw, **IDENTITY_SETTINGS[method]}):         # refused also at the identity setting
+            with pytest.raises(TypeError, match=re.escape(f"extension {method!r} cannot be applied to GPT2LMHeadModel")
+                               + ".*" + re.escape("supported: Llama-family causal LMs (LlamaForCausalLM, MistralForCausalLM")):
+                extend(g, method, **setting)
+    assert active_extensions(g) == () and not hasattr(g.config, "posvec_logit_scale")
+    extend(g, "direct").restore()                                          # direct extrapolation needs nothing
+    plain = LlamaForCausalLM(model_config(get_profile("smoke"), Variant("r", "rope"), V)); plain.set_attn_implementation("sdpa")
+    with pytest.raises(ValueError, match=r"cannot be applied to LlamaForCausalLM with attention 'sdpa'.*posvec_sdpa"):
+        extend(plain, "attention_scaling", lam=3)
+
+
+def test_apply_variant_needs_a_llama_family_config():
+    "Case 4: apply_variant(GPT2Config(), v) gave AttributeError: rope_parameters."
+    cfg = GPT2Config()
+    with pytest.raises(TypeError, match=re.escape("cannot be applied to a GPT2Config (model_type 'gpt2')") + ".*"
+                       + re.escape("supported: Llama-family configs (LlamaConfig, MistralConfig, Qwen2Config)")):
+        apply_variant(cfg, Variant("r", "rope"))
+    assert not hasattr(cfg, "posvec_variant")                              # refused before anything was set
+
+
+def test_pose_windows_must_be_positive_integers():
+    "Case 5: Lc=32.5 / Lc='32' gave raw TypeErrors (or, for bool / float Lt, a silently odd sample)."
+    rng = np.random.default_rng(0)
+    bad = [(32.5, 64, "original window Lc", "32.5 (float)"), ("32", 64, "original window Lc", "'32' (str)"),
+           (True, 64, "original window Lc", "True (bool)"), (32, 64.0, "target window Lt", "64.0 (float)")]
+    for name, sampler in SAMPLERS.items():
+        for Lc, Lt, what, got in bad:
+            with pytest.raises(TypeError, match=re.escape(f"{what} must be a positive integer (an int ≥ 1; not a bool, "
+                                                          f"float or str), got {got}")):
+                sampler(500, Lc, Lt, rng)
+        sampler(500, np.int64(32), np.int64(64), rng)                      # numpy integers are integers
+    for n in (2.0, True):
+        with pytest.raises(TypeError, match=r"n_chunks must be a positive integer .*got " + re.escape(repr(n))):
+            pose_sample_chunks(500, 32, 64, rng, n_chunks=n)
