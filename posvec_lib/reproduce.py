@@ -161,6 +161,7 @@ def run_artifact(art: Artifact, profile: Profile, overrides: dict | None = None,
     before = _stamp(fig / "result.json")
     t0, rec = time.time(), dict(artifact=art.name, profile=profile.name, inputs=inputs_hash(art, profile),
                                 overrides=overrides or {}, commit=_git_commit(), started=time.strftime("%Y-%m-%d %H:%M:%S"))
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")          # the kernel prints no torch-profiler lines (B Fig. 3's memory)
     env_before = os.environ.get("POSVEC_HOME")
     os.environ["POSVEC_HOME"] = str(project_root())         # the kernel runs in nbs/experiments; keep one root
     try:

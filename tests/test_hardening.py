@@ -111,7 +111,14 @@ def clean_run(root, venv_bin, tmp_path_factory):
     r = posvec(venv_bin, home, "reproduce", "--profile", "smoke")
     assert r.returncode in (0, 1), r.stdout[-3000:] + r.stderr[-3000:]
     print(f"clean smoke run: {time.time() - t0:.0f}s")
+    (home / "console.log").write_text(r.stdout + r.stderr)
     return home
+
+
+def test_batch_console_is_quiet(clean_run):
+    "No per-artifact noise from the kernel: no TCP-transport warning, no torch-profiler lines."
+    out = (clean_run / "console.log").read_text()
+    assert "Kernel is running over TCP" not in out and "USDT:" not in out and "profiler_start" not in out, out[-3000:]
 
 
 def summary_of(home: Path) -> dict:
