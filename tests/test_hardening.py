@@ -376,9 +376,9 @@ def test_paper_profile_without_gpu_is_refused_at_once(root, venv_bin, tmp_path):
     (["base_model=TinyLlama/TinyLlama_v1.1"], "base_model='TinyLlama/TinyLlama_v1.1' is a hub name but the hub is offline"),
     (["corpus=emozilla/pg19-test"], "corpus='emozilla/pg19-test' is a hub name but the hub is offline (HF_HUB_OFFLINE"),
     (["corpus=./no/such/corpus"], "corpus='./no/such/corpus': corpus path does not exist; allowed: 'stdlib', 'stdlib-tests', an existing local path"),
-    (['pretrained=["rope"]'], "pretrained entry 'rope' must be 'variant=checkpoint'"),
-    (["pose_targets=[1,4]"], "pose_targets contains 1: the PoSE target window Lt 1·C = 32 must be larger than the original window Lc = C = 32; allowed: integers ≥ 2"),
-    (['zoo=["nope","xpos"]'], "unknown zoo variant 'xpos'; allowed:"),
+    (['pretrained=["rope"]'], "knob pretrained=['rope'] is not allowed; allowed: a list of 'variant=hub-name-or-path' entries"),
+    (["pose_targets=[1,4]"], "knob pose_targets=[1, 4] is not allowed; allowed: a non-empty list of integers t ≥ 2 (the PoSE target window Lt = t·C must be larger than the original window Lc = C)"),
+    (['zoo=["nope","xpos"]'], "knob zoo=['nope', 'xpos'] is not allowed; allowed: a non-empty list of distinct zoo variants from ['nope'"),
 ])
 def test_bad_knob_values_refused_before_running(tmp_path, monkeypatch, capsys, sets, needle):
     for k, v in OFFLINE.items(): monkeypatch.setenv(k, v)

@@ -45,7 +45,8 @@ def test_wheel_installs_without_notebooks(root, tmp_path):
     assert "['cpu', 'paper', 'smoke']" in out.stdout
     cli = subprocess.run([str(env / "bin" / "posvec"), "list", "--profile", "smoke"], cwd=work, capture_output=True, text=True,
                          env={"HOME": str(tmp_path), "PATH": ""})
-    assert cli.returncode == 0, cli.stderr   # listing works without a checkout (every artifact 'missing')
+    assert cli.returncode == 2 and "posvec list works inside a clone of the posvec repository" in cli.stderr, cli.stderr
+    assert not (tmp_path / ".cache" / "posvec").exists()      # nothing created outside a clone
     rep = subprocess.run([str(env / "bin" / "posvec"), "reproduce", "--profile", "smoke"], cwd=work, capture_output=True, text=True,
                          env={"HOME": str(tmp_path), "PATH": ""})
     assert rep.returncode == 2 and "clone of the posvec repository" in rep.stderr, rep.stderr

@@ -57,7 +57,7 @@ def test_failing_notebook_is_reported_and_others_run(root, tmp_path, monkeypatch
                                          "pose_coverage": R.ARTIFACTS["pose_coverage"]})
     s = R.reproduce("smoke", report=True)
     assert s["failed"] == ["broken"] and s["ok"] == ["pose_coverage"]
-    run = json.loads((tmp_path / "figures" / "smoke" / "broken" / "run.json").read_text())
+    run = json.loads((tmp_path / "runs" / "smoke" / "broken.failed.json").read_text())       # the failure is kept under runs/
     assert run["status"] == "failed" and run["error"]["type"] == "ValueError"
     executed = json.loads(Path(run["error"]["executed_notebook"]).read_text())["cells"]
     assert "broken on purpose" in run["error"]["cell_source"]                                # the failing cell is named
