@@ -166,7 +166,7 @@ def parse_knob(name: str, text: str):
         if kind in (int, float):
             try: return float(s) if s.lower() not in ("nan", "inf", "-inf", "infinity") else s
             except ValueError: return s              # left as text: check_knob names it
-        return s
+        return "" if s in ('""', "''") else s
     if k.kind is tuple:
         if t.startswith("["):
             try: v = json.loads(t)
@@ -373,6 +373,10 @@ def discard_damaged(path, why: str, marker: str = "manifest.json"):
         for p in (path, path.with_name(path.name + ".sha256")):
             if p.exists(): p.unlink()
 
+def _is_damage(e: BaseException) -> bool:
+    "Does a loader's error mean the file is damaged (not: out of memory, an OS error, a missing package)?"
+    return not isinstance(e, (MemoryError, OSError, ImportError))
+
 def verify_files(folder):
     "Read every safetensors tensor and parse every JSON file of a folder (how entries from before checksums are checked)."
     from safetensors import safe_open
@@ -394,6 +398,7 @@ def entry_ok(path, marker: str = "manifest.json", verify=verify_files) -> bool:
         try:
             if verify: verify(path)
         except Exception as e:
+            if not _is_damage(e): raise
             discard_damaged(path, f"{type(e).__name__}: {str(e).strip().splitlines()[0][:160] if str(e).strip() else ''}", marker)
             return False
         try: seal(path, marker)
@@ -408,6 +413,7 @@ def load_sealed(path, load, what: str = "cache file"):
     if ok is False: discard_damaged(path, f"{what}: checksum mismatch, the file was changed or cut off"); return None
     try: obj = load(path)
     except Exception as e:
+        if not _is_damage(e): raise
         discard_damaged(path, f"{what}: {type(e).__name__}: {str(e).strip().splitlines()[0][:160] if str(e).strip() else ''}"); return None
     if ok is None:
         try: seal(path)
@@ -544,6 +550,7 @@ class Record:
         bad = [k for k in extra if is_timing(k)]
         if bad: raise ValueError(f"wall times {bad} do not belong in result.json; use rec.timing(key, value)")
         write_json(self.dir / "result.json", res)
+        if os.environ.get("POSVEC_RUNNER_SWAPS") == "1": return self.dir / "result.json"   # the runner adds run.json, then swaps
         swap_in(self.dir, self.final)
         return self.final / "result.json"
 

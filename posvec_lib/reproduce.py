@@ -8,14 +8,14 @@ import argparse, contextlib, errno, fcntl, hashlib, importlib.util, json, loggin
 from dataclasses import dataclass, asdict
 from pathlib import Path
 from .config import (PROFILES, Profile, get_profile, project_root, figures_dir, write_json, atomic_write, _knob_names,
-                               ZOO_VARIANTS, KNOBS, parse_knob, restore_interrupted, staging_dir, writable, require_clone, DiskError,
+                               ZOO_VARIANTS, KNOBS, VERDICTS, parse_knob, restore_interrupted, staging_dir, swap_in, writable, require_clone, DiskError,
                                disk_errors)
 
 # %% auto #0
 __all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'RESULT_KEYS', 'LOCAL_CORPORA', 'REPORT_KNOBS', 'Artifact', 'check_items', 'select',
            'experiments_dir', 'library_hash', 'inputs_hash', 'read_record', 'failure_path', 'status', 'git_commit',
            'run_artifact', 'preflight', 'check_runnable', 'BatchLocked', 'batch_lock', 'reproduce', 'list_artifacts',
-           'report_data', 'write_report', 'write_html_report', 'main']
+           'claim_counts', 'report_data', 'write_report', 'write_html_report', 'main']
 
 # %% ../nbs/11_reproduce.ipynb #5b06b39e
 PAPER_ITEMS = (
@@ -117,23 +117,36 @@ def failure_path(art: Artifact, profile: Profile) -> Path:
     "Where the last failed attempt at an artifact is recorded (under runs/, so the last good result stays untouched)."
     return project_root() / "runs" / profile.results_name / f"{art.name}.failed.json"
 
+def _claims_problem(res: dict) -> str | None:
+    "What is wrong with a result's claims, if anything (the report reads every one)."
+    if not isinstance(res.get("claims"), list): return "'claims' is not a list"
+    for c in res["claims"]:
+        if not isinstance(c, dict) or not isinstance(c.get("claim"), str) or c.get("verdict") not in VERDICTS:
+            return f"a claim is not a {{claim, verdict in {VERDICTS}}} record: {str(c)[:120]}"
+    return None
+
 def status(art: Artifact, profile: Profile) -> dict:
-    "Status of an artifact: 'done' (current), 'stale' (inputs changed), 'damaged', 'failed', or 'missing'; never raises on bad files."
+    "Status: 'done' (current), 'stale' (inputs changed), 'unrecorded', 'damaged', 'failed' or 'missing'; reads only, never raises."
     d = figures_dir(profile, art.name, create=False)
-    restore_interrupted(d)
+    old = d.parent / f".{d.name}.old"
+    if not d.exists() and old.exists(): d = old          # a batch is swapping this folder right now: the last good one
     run, run_bad = read_record(d / "run.json", ("status", "inputs"))
     res, res_bad = read_record(d / "result.json", RESULT_KEYS)
+    if res is not None and _claims_problem(res): res, res_bad = None, f"{d / 'result.json'} is damaged: {_claims_problem(res)}"
     fail, _ = read_record(failure_path(art, profile))
     problem = run_bad or res_bad
     if problem: st = "damaged"
-    elif res and run and run.get("status") == "ok":
-        st = "done" if run.get("inputs") == inputs_hash(art, profile) else "stale"
-    elif res or run: st, problem = "damaged", f"{d} holds {'result.json' if res else 'run.json'} without its " \
-                                              f"{'run.json' if res else 'result.json'} (an interrupted or hand-edited run)"
+    elif res and run:
+        if run.get("status") == "ok": st = "done" if run.get("inputs") == inputs_hash(art, profile) else "stale"
+        else: st, problem = "damaged", f"{d / 'run.json'} says status {run.get('status')!r} beside a result.json"
+    elif res: st, problem = "unrecorded", (f"{d / 'result.json'} was written outside the runner (a notebook run by hand); "
+                                           "`posvec reproduce` reruns it")
+    elif run and run.get("status") == "failed": st = "failed"            # a failure recorded before failures went to runs/
+    elif run: st, problem = "damaged", f"{d / 'run.json'} has no result.json beside it"
     else: st = "failed" if fail else "missing"
     if fail and run and (fail.get("finished") or "") < (run.get("finished") or ""): fail = None   # an older failure, since fixed
     out = dict(artifact=art.name, items=list(art.items), status=st, wall_time_s=(run or {}).get("wall_time_s"),
-               finished=(run or {}).get("finished"), error=(fail or {}).get("error"), problem=problem)
+               finished=(run or {}).get("finished"), error=(fail or {}).get("error") or (run or {}).get("error"), problem=problem)
     if fail and st in ("done", "stale"): out["last_attempt"] = f"failed at {fail.get('finished')}; the previous result is kept"
     return out
 
@@ -158,22 +171,23 @@ def run_artifact(art: Artifact, profile: Profile, overrides: dict | None = None,
     out_dir = project_root() / "runs" / profile.results_name; out_dir.mkdir(parents=True, exist_ok=True)
     fig = figures_dir(profile, art.name, create=False)
     restore_interrupted(fig)                                # the notebook writes beside the last good result (Record)
-    before = _stamp(fig / "result.json")
+    stage = staging_dir(fig); shutil.rmtree(stage, ignore_errors=True)   # nothing a killed run staged is taken for this run's
     t0, rec = time.time(), dict(artifact=art.name, profile=profile.name, inputs=inputs_hash(art, profile),
                                 overrides=overrides or {}, commit=_git_commit(), started=time.strftime("%Y-%m-%d %H:%M:%S"))
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")          # the kernel prints no torch-profiler lines (B Fig. 3's memory)
-    env_before = os.environ.get("POSVEC_HOME")
+    env_before = {k: os.environ.get(k) for k in ("POSVEC_HOME", "POSVEC_RUNNER_SWAPS")}
     os.environ["POSVEC_HOME"] = str(project_root())         # the kernel runs in nbs/experiments; keep one root
+    os.environ["POSVEC_RUNNER_SWAPS"] = "1"                 # Record.save() leaves its folder staged: we add run.json, then swap
     try:
         with open(out_dir / f"{art.name}.log", "w") as so:
             pm.execute_notebook(str(experiments_dir() / f"{art.name}.ipynb"), str(out_dir / f"{art.name}.ipynb"),
-                                parameters=dict(profile=profile.name, overrides=overrides or {}),
+                                parameters=dict(profile=profile.name, overrides=_jsonable(overrides or {})),   # tuples as lists
                                 cwd=str(experiments_dir()), progress_bar=False, stdout_file=so, stderr_file=so,
                                 kernel_name="python3", extra_arguments=["--IPKernelApp.log_level=ERROR"])   # no TCP warning per artifact
-        res, bad = read_record(fig / "result.json", RESULT_KEYS)
-        if res is None or _stamp(fig / "result.json") == before:
+        res, bad = read_record(stage / "result.json", RESULT_KEYS)
+        if res is None:
             raise RuntimeError(bad or f"notebook {art.name} finished without writing result.json (did it call rec.save()?)")
-        timings, _ = read_record(fig / "timing.json")
+        timings, _ = read_record(stage / "timing.json")
         if timings is not None: rec["timings"] = timings
         rec.update(status="ok")
     except Exception as e:
@@ -183,11 +197,13 @@ def run_artifact(art: Artifact, profile: Profile, overrides: dict | None = None,
         log(f"FAILED {art.name}: {rec['error']['type']} in cell [{rec['error'].get('execution_count')}] "
             f"{rec['error'].get('cell_source', '')[:80]!r}: {rec['error']['message'][:300]}")
     finally:
-        if env_before is None: os.environ.pop("POSVEC_HOME", None)
-        else: os.environ["POSVEC_HOME"] = env_before
+        for k, v in env_before.items():
+            if v is None: os.environ.pop(k, None)
+            else: os.environ[k] = v
     rec.update(wall_time_s=round(time.time() - t0, 1), finished=time.strftime("%Y-%m-%d %H:%M:%S"))
     if rec["status"] == "ok":
-        write_json(fig / "run.json", rec)
+        write_json(stage / "run.json", rec)
+        swap_in(stage, fig)                                 # result, figures and run record replace the old ones together
         failure_path(art, profile).unlink(missing_ok=True)
     else:                                                   # the last good result (if any) stays as it was
         write_json(failure_path(art, profile), rec)
@@ -195,10 +211,7 @@ def run_artifact(art: Artifact, profile: Profile, overrides: dict | None = None,
         if fig.exists(): log(f"{art.name}: the previous result in {fig} is kept")
     return rec
 
-def _stamp(path: Path):
-    "Identity of a file version (inode, mtime): tells whether a notebook replaced it."
-    try: s = path.stat(); return (s.st_ino, s.st_mtime_ns)
-    except OSError: return None
+
 
 # %% ../nbs/11_reproduce.ipynb #25cb42c1
 def _failing_cell(nb_path: Path) -> dict:
@@ -270,11 +283,14 @@ def batch_lock(P: Profile, wait: bool = False):
     with disk_errors(path.parent): path.parent.mkdir(parents=True, exist_ok=True)
     f = open(path, "a+")                       # not inherited by the kernels (close-on-exec); released when we exit or die
     try:
-        try: fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             f.seek(0); holder = f.read().strip() or "a process that has not written its name yet"
-            raise BatchLocked(f"another posvec batch of profile {P.name!r} is running in this clone ({holder}; lock {path}); "
-                              "wait for it to end or stop it, or pass --wait to start when it ends") from None
+            if not wait:
+                raise BatchLocked(f"another posvec batch of profile {P.name!r} is running in this clone ({holder}; lock {path}); "
+                                  "wait for it to end or stop it, or pass --wait to start when it ends") from None
+            print(f"posvec: waiting for the batch that holds {path} ({holder})", file=sys.stderr, flush=True)
+            fcntl.flock(f, fcntl.LOCK_EX)
         f.seek(0); f.truncate(); f.write(f"pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}, results {P.results_name}"); f.flush()
         yield path
     finally: f.close()
@@ -295,7 +311,7 @@ def _run_batch(P: Profile, arts: list, force: bool, overrides: dict | None, repo
     log_path = log_dir / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     def log(msg):
         line = f"[{time.strftime('%H:%M:%S')}] {msg}"; print(line, flush=True)
-        with open(log_path, "a") as f: f.write(line + "\n")
+        with disk_errors(log_dir), open(log_path, "a") as f: f.write(line + "\n")
     summary, t0 = dict(profile=P.name, results=P.results_name, ok=[], failed=[], skipped=[], log=str(log_path)), time.time()
     log(f"reproduce profile={P.name} artifacts={[a.name for a in arts]} force={force}"
         + (f" overrides={P.overrides()} -> results in figures/{P.results_name}/" if P.results_name != P.name else ""))
@@ -327,6 +343,13 @@ REPORT_KNOBS = ("device", "dtype", "seed", "threads", "C", "window", "small_wind
                 "vocab_size", "base_model", "n_samples", "max_factor", "ext_factors", "pose_targets", "pose_steps",
                 "pose_batch_size", "pose_lr", "zoo", "pretrained")
 
+def claim_counts(res: dict) -> dict:
+    "Claims of one result by verdict; checks decided by wall-clock ratios (volatile) counted apart, never in the headline."
+    vol = {v[len("claim: "):] for v in res.get("volatile", []) if v.startswith("claim: ")}
+    n = {"holds": 0, "fails": 0, "not measurable": 0, "wall-clock": 0}
+    for c in res.get("claims", []): n["wall-clock" if c["claim"] in vol else c["verdict"]] += 1
+    return n
+
 def _read_json(path: Path):
     try: return json.loads(Path(path).read_text())
     except (OSError, ValueError): return None
@@ -341,16 +364,13 @@ def report_data(P: Profile) -> dict:
     knobs = _jsonable(P.knobs)
     for a in L["artifacts"]:
         name = a["artifact"]
-        ok = a["status"] in ("done", "stale")          # a damaged record is named in the summary, never read
+        ok = a["status"] in ("done", "stale", "unrecorded")   # a damaged record is named in the summary, never read
         res = read_record(root / name / "result.json", RESULT_KEYS)[0] if ok else None
         run = (read_record(root / name / "run.json")[0] if ok else None) or {}
         diff = {k: v for k, v in (res or {}).get("knobs", {}).items() if k in knobs and k != "name" and v != knobs[k]}
         rows.append(dict(status=a, result=res, run=run, knob_diff=diff))
         if not res: continue
-        vol = {v[len("claim: "):] for v in res.get("volatile", []) if v.startswith("claim: ")}
-        for c in res.get("claims", []):
-            if c["claim"] in vol: counts["wall-clock"] += 1   # decided by the machine's load: not in the headline
-            else: counts[c["verdict"]] += 1
+        for k, n in claim_counts(res).items(): counts[k] += n
         findings += [(name, f) for f in res.get("findings", [])]
         inputs = res.get("inputs", {})
         for kind, into in (("zoo", zoo), ("finetuned", tuned)):
@@ -414,8 +434,9 @@ def _setup_tables(D) -> list[tuple[str, list[str], list[list[str]]]]:
     t.append(("Artifacts", ["artifact", "status", "wall time", "finished", "claims hold / fail / n.m.", "commit"], [
         [r["status"]["artifact"], r["status"]["status"],
          f"{r['run']['wall_time_s']:.0f} s" if r["run"].get("wall_time_s") is not None else "",
-         r["run"].get("finished", ""), " / ".join(str(sum(c["verdict"] == v for c in (r["result"] or {}).get("claims", [])))
-                                                 for v in ("holds", "fails", "not measurable")) if r["result"] else "",
+         r["run"].get("finished", ""), " / ".join(str(claim_counts(r["result"])[v]) for v in ("holds", "fails", "not measurable"))
+                                     + (f" (+{claim_counts(r['result'])['wall-clock']} wall-clock)" if claim_counts(r["result"])["wall-clock"] else "")
+                                     if r["result"] else "",
          (r["run"].get("commit") or "")[:12]] for r in D["rows"]]))
     return t
 
@@ -551,18 +572,21 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("reproduce", help="run experiment notebooks with papermill")
     r.add_argument("--only", default=None, help="comma-separated artifact names")
     r.add_argument("--force", action="store_true", help="rerun artifacts that are up to date")
-    r.add_argument("--allow-no-gpu", action="store_true", help="run a GPU profile (paper) on the CPU anyway (device=cpu)")
     r.add_argument("--wait", action="store_true", help="if another batch of this profile runs in this clone, wait for it")
     l = sub.add_parser("list", help="artifacts, their status and the paper items they cover"); l.add_argument("--json", action="store_true")
     rp = sub.add_parser("report", help="write figures/<profile>/REPORT.md and REPORT.html")
     for p in (r, l, rp):
         p.add_argument("--profile", default="cpu", help=f"one of {sorted(PROFILES)}")
+        p.add_argument("--allow-no-gpu", action="store_true", help="a GPU profile (paper) on the CPU anyway (device=cpu)")
         p.add_argument("--set", nargs="*", default=[], metavar="KNOB=VALUE",
                        help="override knobs; results then go to figures/<profile>+<hash>/, never over the profile's own")
     a = ap.parse_args(argv)
     try:
         P = _profile_of(a)
         require_clone(f"posvec {a.cmd}")
+        if a.cmd != "reproduce" and a.allow_no_gpu and P.device == "cuda":   # the results --allow-no-gpu wrote (device=cpu)
+            import torch
+            if not torch.cuda.is_available(): P = get_profile(P, device="cpu")
         if a.cmd == "reproduce":
             s = reproduce(P, a.only, a.force, P.overrides(), allow_no_gpu=a.allow_no_gpu, wait=a.wait)
             return 1 if s["failed"] else 0
