@@ -13,3 +13,11 @@ def root(): return ROOT
 @pytest.fixture(scope="session")
 def venv_bin():
     return Path(sys.executable).parent
+
+@pytest.fixture(scope="module")
+def one_thread():
+    "Tiny models gain nothing from threads; on a busy machine extra threads only oversubscribe the cores."
+    import torch
+    n = torch.get_num_threads(); torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

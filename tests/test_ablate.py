@@ -19,12 +19,7 @@ from posvec_lib.ablate import (REMOVALS, InputVectors, attention_input_vectors, 
 V, T, N = 101, 16, 12
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    "Tiny models gain nothing from threads; on a busy machine extra threads only oversubscribe the cores."
-    n = torch.get_num_threads(); torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")   # conftest: tiny models run on one thread
 
 
 def tiny(position="rope", window=None, seed=0, layers=None):

@@ -19,12 +19,7 @@ V, T = 101, 12
 SHAPE = re.escape("must be integer token ids of shape [batch, T] or [T]")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    "Tiny models gain nothing from threads; on a busy machine extra threads only oversubscribe the cores."
-    n = torch.get_num_threads(); torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")   # conftest: tiny models run on one thread
 
 
 @pytest.fixture(scope="module")
