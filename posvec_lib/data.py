@@ -15,7 +15,7 @@ from .config import Profile, get_profile, cache_dir, atomic_write, write_json, l
 # %% auto #0
 __all__ = ['stdlib_files', 'split_of', 'Corpus', 'load_corpus', 'train_bpe', 'get_tokenizer', 'TokenizedDocs', 'tokenize_split',
            'fixed_length_samples', 'long_documents', 'RandomWindows', 'ProfileData', 'profile_data',
-           'second_corpus_docs']
+           'second_corpus_docs', 'paper_numbers']
 
 # %% ../nbs/01_data.ipynb #67a7a4d5
 _TEST_DIRS = {"test", "tests", "idle_test", "site-packages", "__pycache__"}
@@ -260,3 +260,14 @@ def second_corpus_docs(profile: Profile, tokenizer) -> TokenizedDocs:
     "Test documents of the profile's second held-out corpus, in the profile's tokenizer."
     c2 = load_corpus(profile.second_corpus, profile.corpus_max_files)
     return tokenize_split(c2, tokenizer, "test")
+
+# %% ../nbs/01_data.ipynb #cc3d44cc
+def paper_numbers(name: str):
+    "A table of the papers' reported numbers, `data/papers/<name>.csv` of the clone, as a DataFrame."
+    import pandas as pd
+    from posvec_lib.config import require_clone
+    d = require_clone("paper_numbers") / "data" / "papers"
+    f = d / f"{name}.csv"
+    if not f.is_file():
+        raise FileNotFoundError(f"no paper table {name!r}; available: {sorted(x.stem for x in d.glob('*.csv'))}")
+    return pd.read_csv(f)

@@ -11,7 +11,7 @@ from .trace import run_with_cache, decoder_layers, hooks, as_token_batch
 
 # %% auto #0
 __all__ = ['StreamingMoments', 'PositionalVectors', 'positional_vectors', 'semantic_vectors', 'cosine_matrix',
-           'position_similarity', 'anchor_ratio']
+           'position_similarity', 'anchor_ratio', 'combine']
 
 # %% ../nbs/05_decompose.ipynb #7adad5c7
 class StreamingMoments:
@@ -89,3 +89,12 @@ def anchor_ratio(pv: PositionalVectors, n_initial: int = 4) -> torch.Tensor:
     c = later.mean(1, keepdim=True)
     d_init = (pv.p[:, 1:n_initial] - c).norm(dim=-1).mean(-1)    # position 0 (BOS) excluded: it is the same token in every sample
     return d_init / (later - c).norm(dim=-1).mean(-1)
+
+# %% ../nbs/05_decompose.ipynb #1f9f6c20
+def combine(a: PositionalVectors, b: PositionalVectors) -> PositionalVectors:
+    "The positional vectors of the union of two disjoint sample sets, from those of each (exact)."
+    if a.p.shape != b.p.shape: raise ValueError(f"cannot combine positional vectors of shapes {tuple(a.p.shape)} and {tuple(b.p.shape)}")
+    n = a.n_samples + b.n_samples
+    p = (a.p * a.n_samples + b.p * b.n_samples) / n
+    e2 = lambda x: x.total_var + (x.u ** 2).sum(-1)                       # E|h|^2 per layer
+    return PositionalVectors(p, n, (e2(a) * a.n_samples + e2(b) * b.n_samples) / n - (p.mean(1) ** 2).sum(-1))

@@ -32,6 +32,9 @@ def ppl_by_position(model, samples: torch.Tensor, bucket: int, batch_size: int =
 def sliding_windows(n: int, L: int, S: int):
     "Windows of a document of n tokens: (begin, end, first_scored) with doc[begin:end] after BOS and tokens [first_scored, end) scored."
     if L < 2 or S < 1: raise ValueError(f"window L must be >= 2 and stride S >= 1, got L={L}, S={S}")
+    if S > L - 1:
+        raise ValueError(f"stride S={S} exceeds the L-1={L - 1} document tokens a window of L={L} holds after BOS: the tokens "
+                         f"between windows would never be scored; allowed: 1 <= S <= {L - 1}")
     out, prev_end, b = [], 0, 0
     while True:
         e = min(b + L - 1, n)

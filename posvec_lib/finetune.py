@@ -239,20 +239,20 @@ PASSKEY_VARIANTS = {
                  question="assert pass_key == ", sep="\n"),
 }
 
-def passkey_prompt(tokenizer, length: int, key: int, rng: np.random.Generator, variant: str = "official") -> torch.Tensor:
-    "Token ids [length] (BOS first) of a passkey prompt: task, filler prefix, needle with `key`, filler suffix, question."
+def passkey_prompt(tokenizer, length: int, key: int, rng: np.random.Generator, variant: str = "official", bos: bool = True) -> torch.Tensor:
+    "Token ids [length] (BOS first when `bos`) of a passkey prompt: task, filler prefix, needle with `key`, filler suffix, question."
     check_choice("passkey variant", variant, list(PASSKEY_VARIANTS))
     v = PASSKEY_VARIANTS[variant]
     enc = lambda t: tokenizer(t, add_special_tokens=False)["input_ids"]
     head, needle, question = enc(v["task"] + v["sep"]), enc(v["sep"] + v["needle"].format(k=key) + v["sep"]), enc(v["sep"] + v["question"])
-    F = length - 1 - len(head) - len(needle) - len(question)      # filler tokens left
+    F = length - int(bos) - len(head) - len(needle) - len(question)      # filler tokens left
     if F < 0:
         raise ValueError(f"a {variant!r} passkey prompt needs at least {length - F} tokens with this tokenizer; "
                          f"got length={length}")
     unit = enc(v["filler"])
     fill = (unit * (F // len(unit) + 1))[:F]
     p = int(rng.integers(0, F, endpoint=True))                    # filler tokens before the needle
-    ids = [tokenizer.bos_token_id] + head + fill[:p] + needle + fill[:F - p] + question
+    ids = [tokenizer.bos_token_id] * int(bos) + head + fill[:p] + needle + fill[:F - p] + question
     return torch.tensor(ids, dtype=torch.long)
 
 def passkey_min_length(tokenizer, variant: str = "official") -> int:
@@ -270,11 +270,11 @@ def first_integer(text: str) -> int | None:
 # %% ../nbs/12_finetune.ipynb #ff224043
 @torch.no_grad()
 def passkey_accuracy(model, tokenizer, length: int, trials: int, seed: int = 0, variant: str = "official",
-                     new_tokens: int = 10, batch_size: int = 8) -> dict:
+                     new_tokens: int = 10, batch_size: int = 8, bos: bool = True) -> dict:
     "Accuracy of greedy passkey retrieval at prompt `length` over `trials` random keys (first integer of the output)."
     rng = np.random.default_rng([seed, length])
     keys = rng.integers(1, 50000, size=trials, endpoint=True)
-    prompts = torch.stack([passkey_prompt(tokenizer, length, int(k), rng, variant) for k in keys])   # [trials, length]
+    prompts = torch.stack([passkey_prompt(tokenizer, length, int(k), rng, variant, bos) for k in keys])   # [trials, length]
     model.eval(); dev = next(model.parameters()).device
     answers = []
     for s in range(0, trials, batch_size):

@@ -43,8 +43,12 @@ ARTIFACTS: dict[str, Artifact] = {a.name: a for a in [
              "in-context repetition inside/beyond the window with and without the methods; window-only vs full-input last-layer states, needle randomised"),
     Artifact("A_formation", ("A Fig. 1", "A Fig. 2", "A Fig. 10", "A Fig. 11", "A Fig. 12", "A Fig. 13", "A Fig. 14", "A Fig. 15", "A Fig. 16"),
              "PCA of positional vectors (NoPE/RoPE at layer 1 and a middle layer; every zoo model and layer); distinct positional vectors of window models vs receptive field l·W"),
-    Artifact("A_ablation", ("A Table 2", "A Table 6", "A Fig. 3", "A Fig. 7", "A rebuttal mainstream ablations"),
+    Artifact("A_ablation", ("A Table 2", "A Table 6", "A Fig. 3", "A Fig. 7"),
              "value / positional vector / basis / semantic vector removed from keys-values of initial vs later tokens: similarity and PPL; attention maps without components (sink, decay); toy attention"),
+    Artifact("A_pretrained", ("A Fig. 1", "A Fig. 3", "A Table 2", "A rebuttal mainstream ablations", "A rebuttal ICL repetition"),
+             "paper A on a real pretrained LLM (cpu: SmolLM2-135M-Instruct, offline GGUF): PCA and anchors of positional vectors, sinks and "
+             "decay without components, every removal × initial/later tokens beside the rebuttal's Llama-3 / Yi / Qwen, ICL repetition, "
+             "passkey inside the window; beyond the window stated as not measurable with its cost"),
     Artifact("pose_coverage", ("B Fig. 1", "B Fig. 5", "B Fig. 6", "B rebuttal coverage"),
              "PoSE position ids drawn for two examples; coverage probability of relative positions (Monte Carlo)"),
     Artifact("B_ppl", ("B Table 1", "B Fig. 3", "B Table 3", "B rebuttal StreamingLLM"),
@@ -341,13 +345,14 @@ def list_artifacts(profile: str | Profile = "cpu") -> dict:
 REPORT_KNOBS = ("device", "dtype", "seed", "threads", "C", "window", "small_window", "d_model", "n_layers", "n_heads", "d_ff",
                 "train_steps", "batch_size", "lr", "corpus", "corpus_max_files", "eval_corpus", "second_corpus", "tokenizer",
                 "vocab_size", "base_model", "n_samples", "max_factor", "ext_factors", "pose_targets", "pose_steps",
-                "pose_batch_size", "pose_lr", "zoo", "pretrained")
+                "pose_batch_size", "pose_lr", "zoo", "pretrained", "pretrained_model", "pretrained_length", "pretrained_samples")
 
 def claim_counts(res: dict) -> dict:
-    "Claims of one result by verdict; checks decided by wall-clock ratios (volatile) counted apart, never in the headline."
+    "Claims of one result by verdict; wall-clock checks (volatile) and sanity checks (kind 'sanity') counted apart, never in the headline."
     vol = {v[len("claim: "):] for v in res.get("volatile", []) if v.startswith("claim: ")}
-    n = {"holds": 0, "fails": 0, "not measurable": 0, "wall-clock": 0}
-    for c in res.get("claims", []): n["wall-clock" if c["claim"] in vol else c["verdict"]] += 1
+    n = {"holds": 0, "fails": 0, "not measurable": 0, "wall-clock": 0, "sanity": 0}
+    for c in res.get("claims", []):
+        n["wall-clock" if c["claim"] in vol else "sanity" if c.get("kind") == "sanity" else c["verdict"]] += 1
     return n
 
 def _read_json(path: Path):
@@ -359,8 +364,8 @@ def _jsonable(v): return json.loads(json.dumps(v, default=str))
 def report_data(P: Profile) -> dict:
     "Everything the report shows, gathered from the result.json / run.json files of profile `P`."
     L = list_artifacts(P); root = figures_dir(P, create=False)
-    counts, rows, findings = {"holds": 0, "fails": 0, "not measurable": 0, "wall-clock": 0}, [], []
-    zoo, tuned, corpora = {}, {}, {}
+    counts, rows, findings = {"holds": 0, "fails": 0, "not measurable": 0, "wall-clock": 0, "sanity": 0}, [], []
+    zoo, tuned, corpora, pre = {}, {}, {}, {}
     knobs = _jsonable(P.knobs)
     for a in L["artifacts"]:
         name = a["artifact"]
@@ -373,7 +378,7 @@ def report_data(P: Profile) -> dict:
         for k, n in claim_counts(res).items(): counts[k] += n
         findings += [(name, f) for f in res.get("findings", [])]
         inputs = res.get("inputs", {})
-        for kind, into in (("zoo", zoo), ("finetuned", tuned)):
+        for kind, into in (("zoo", zoo), ("finetuned", tuned), ("pretrained", pre)):
             for m, info in inputs.get(kind, {}).items():
                 e = into.setdefault(m, dict(info, used_by=[]))
                 e["used_by"].append(name)
@@ -389,7 +394,7 @@ def report_data(P: Profile) -> dict:
     walls = {r["status"]["artifact"]: r["run"].get("wall_time_s") for r in rows}
     commits = sorted({r["run"].get("commit") for r in rows if r["run"].get("commit")})
     return dict(profile=P, knobs={k: knobs[k] for k in REPORT_KNOBS if k in knobs}, digest=P.digest(), listing=L, rows=rows,
-                counts=counts, findings=findings, zoo=zoo, finetuned=dict(sorted(tuned.items())),
+                counts=counts, findings=findings, zoo=zoo, finetuned=dict(sorted(tuned.items())), pretrained=pre,
                 corpora=corpora, commit=git_commit(), run_commits=commits, walls=walls,
                 total_wall=round(sum(w for w in walls.values() if w), 1),
                 not_done=[(r["status"]["artifact"], r["status"]["status"]) for r in rows if r["status"]["status"] != "done"])
@@ -402,6 +407,8 @@ def _summary_lines(D) -> list[str]:
     nd = D["not_done"]
     wall = (f" ({c['wall-clock']} wall-clock check{'s' if c['wall-clock'] != 1 else ''} not counted: their verdicts depend on "
             "the machine's load)") if c["wall-clock"] else ""
+    if c.get("sanity"): wall += (f" ({c['sanity']} sanity check{'s' if c['sanity'] != 1 else ''} not counted: true by construction "
+                                 "or a validation of a harness, not evidence about a paper)")
     return [f"Claims: **{c['holds']} hold**, **{c['fails']} fail**, **{c['not measurable']} not measurable** at this scale{wall}.",
             f"Paper items covered: {len(PAPER_ITEMS) - len(L['missing'])} of {len(PAPER_ITEMS)}. "
             f"Missing: {', '.join(L['missing']) if L['missing'] else 'none'}.",
@@ -426,6 +433,11 @@ def _setup_tables(D) -> list[tuple[str, list[str], list[list[str]]]]:
         t.append(("Models (fine-tuned)", ["run", "cache entry", "base", "Lt", "steps", "final loss", "used by"], [
             [m, e.get("cache", ""), e.get("base", ""), _fmt(e.get("Lt", "")), _fmt(e.get("steps", "")), _fmt(e.get("final_loss", "")),
              ", ".join(e["used_by"])] for m, e in D["finetuned"].items()]))
+    if D.get("pretrained"):
+        from posvec_lib.pretrained import PRETRAINED
+        t.append(("Models (pretrained)", ["model", "checkpoint", "licence", "loaded from", "dtype", "used by"], [
+            [m, PRETRAINED[m].note or PRETRAINED[m].hub if m in PRETRAINED else m, PRETRAINED[m].licence if m in PRETRAINED else "",
+             f"{e.get('kind', '')}: {Path(e.get('path', '')).name}", e.get("dtype", ""), ", ".join(e["used_by"])] for m, e in D["pretrained"].items()]))
     t.append(("Corpus", ["corpus", "content hash", "documents (train / validation / test)", "tokens (train / validation / test)",
                          "characters (train / validation / test)", "tokenizer", "max files"],
               [[m.get("name", ""), h, _split3(m.get("files")), _split3(m.get("tokens")), _split3(m.get("chars")),
@@ -436,6 +448,7 @@ def _setup_tables(D) -> list[tuple[str, list[str], list[list[str]]]]:
          f"{r['run']['wall_time_s']:.0f} s" if r["run"].get("wall_time_s") is not None else "",
          r["run"].get("finished", ""), " / ".join(str(claim_counts(r["result"])[v]) for v in ("holds", "fails", "not measurable"))
                                      + (f" (+{claim_counts(r['result'])['wall-clock']} wall-clock)" if claim_counts(r["result"])["wall-clock"] else "")
+                                     + (f" (+{claim_counts(r['result'])['sanity']} sanity)" if claim_counts(r["result"])["sanity"] else "")
                                      if r["result"] else "",
          (r["run"].get("commit") or "")[:12]] for r in D["rows"]]))
     return t
@@ -477,7 +490,7 @@ def write_report(profile: str | Profile = "cpu") -> Path:
             if md.exists(): lines += [f"**{t[:-4]}**", "", md.read_text().strip(), ""]
         if res["claims"]:
             lines += _md_table(["claim", "verdict", "measured", "source"],
-                               [[c["claim"], f"**{c['verdict']}**", ", ".join(f"{k}={_fmt(v)}" for k, v in c["values"].items()),
+                               [[c["claim"], f"**{c['verdict']}**" + (" (sanity, not counted)" if c.get("kind") == "sanity" else ""), ", ".join(f"{k}={_fmt(v)}" for k, v in c["values"].items()),
                                  c.get("source", "")] for c in res["claims"]]) + [""]
         if res.get("findings"): lines += ["**Findings**", ""] + [f"- {f}" for f in res["findings"]] + [""]
     write_html_report(P, D)
@@ -520,7 +533,7 @@ def write_html_report(P: Profile, D: dict) -> Path:
             parts.append(f"<h3>{esc(t[:-4])}</h3>" + pd.read_csv(root / a["artifact"] / t).to_html(index=False, na_rep="", float_format=lambda x: f"{x:.4g}"))
         if res["claims"]:
             parts.append("<table class=claims><tr><th>claim</th><th>verdict</th><th>measured</th><th>source</th></tr>" + "".join(
-                f"<tr class='{c['verdict'].replace(' ', '-')}'><td>{esc(c['claim'])}</td><td><b>{esc(c['verdict'])}</b></td>"
+                f"<tr class='{c['verdict'].replace(' ', '-')}'><td>{esc(c['claim'])}</td><td><b>{esc(c['verdict'])}</b>{' (sanity, not counted)' if c.get('kind') == 'sanity' else ''}</td>"
                 f"<td>{esc(', '.join(f'{k}={_fmt(v)}' for k, v in c['values'].items()))}</td><td>{esc(c.get('source', ''))}</td></tr>"
                 for c in res["claims"]) + "</table>")
         if res.get("findings"):
@@ -580,8 +593,11 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--allow-no-gpu", action="store_true", help="a GPU profile (paper) on the CPU anyway (device=cpu)")
         p.add_argument("--set", nargs="*", default=[], metavar="KNOB=VALUE",
                        help="override knobs; results then go to figures/<profile>+<hash>/, never over the profile's own")
+    from posvec_lib.inspect_model import add_inspect_parser, run_inspect
+    add_inspect_parser(sub)
     a = ap.parse_args(argv)
     try:
+        if a.cmd == "inspect": print(run_inspect(a)); return 0     # any model, any folder: no clone or profile needed
         P = _profile_of(a)
         require_clone(f"posvec {a.cmd}")
         if a.cmd != "reproduce" and a.allow_no_gpu and P.device == "cuda":   # the results --allow-no-gpu wrote (device=cpu)

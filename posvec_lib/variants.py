@@ -160,19 +160,15 @@ def model_config(profile, variant: Variant, vocab_size: int, attn: str = "posvec
 # %% ../nbs/02_variants.ipynb #8301465e
 def load_pretrained_variant(name_or_path: str, variant: Variant | None = None, attn: str = "posvec_sdpa",
                             dtype=None, device=None):
-    "Load a causal LM (hub name or folder) and, if given, turn it into `variant` by configuration."
-    import os
-    from pathlib import Path
+    "Load a causal LM (registry name, hub name, folder or .gguf file; see `pretrained.model_source`) and, if given, turn it into `variant` by configuration."
     from transformers import AutoConfig, AutoModelForCausalLM
-    p = Path(name_or_path).expanduser()
-    if name_or_path.startswith((".", "/", "~")) and not p.exists():
-        raise FileNotFoundError(f"model path {name_or_path!r} does not exist; give an existing folder or a hub name")
-    if not p.exists() and os.environ.get("HF_HUB_OFFLINE", "0") in ("1", "true", "True"):
-        raise ConnectionError(f"model {name_or_path!r} is a hub name but the hub is offline (HF_HUB_OFFLINE=1); "
-                              "give a local folder")
-    cfg = AutoConfig.from_pretrained(name_or_path)
+    from posvec_lib.pretrained import model_source, tiny_local_model
+    src = model_source(name_or_path)                     # refuses missing paths and offline hub names, naming the value
+    if src["kind"] == "tiny-local": src = model_source(tiny_local_model())
+    where, kw = (str(src["path"].parent), dict(gguf_file=src["path"].name)) if src["kind"] == "gguf" else (str(src["path"]), {})
+    cfg = AutoConfig.from_pretrained(where, **kw)
     if variant is not None: apply_variant(cfg, variant, attn)
     elif getattr(cfg, "posvec_variant", None) is None: cfg._attn_implementation = attn
-    model = AutoModelForCausalLM.from_pretrained(name_or_path, config=cfg, dtype=dtype or "auto",
-                                                 attn_implementation=attn)
+    if src["kind"] == "gguf" and dtype in (None, "auto"): dtype = torch.float32     # GGUF is dequantized: say to what
+    model = AutoModelForCausalLM.from_pretrained(where, config=cfg, dtype=dtype or "auto", attn_implementation=attn, **kw)
     return model.to(device) if device is not None else model

