@@ -13,7 +13,7 @@ import torch
 from tqdm.auto import tqdm
 from .trace import decoder_layers
 from .decompose import StreamingMoments, PositionalVectors, positional_vectors
-from .attention import attention_by_distance, sink_share, uniform_sink_share
+from .attention import attention_by_distance, sink_share, uniform_sink_share, sink_x_uniform
 from .train import token_nll
 
 # %% auto #0
@@ -169,8 +169,7 @@ def uniform_attention(T: int) -> torch.Tensor:
 
 def sink_excess(attn: torch.Tensor, skip: int = 4) -> torch.Tensor:
     "Attention share on the first token over the uniform share, averaged over query positions ≥ skip: [L, H]."
-    T = attn.shape[-1]
-    return (sink_share(attn)[..., skip:] / uniform_sink_share(T)[skip:]).mean(-1)
+    return sink_x_uniform(attn, skip)
 
 def decay_ratio(attn: torch.Tensor, near: int = 4, far: tuple[int, int] | None = None) -> torch.Tensor:
     """Mean attention at distances 1..near over that at distances far = [lo, hi) (default T/2..T-2; key 0 excluded),

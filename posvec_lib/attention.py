@@ -9,7 +9,8 @@ from tqdm.auto import tqdm
 from .trace import run_with_cache, decoder_layers, hooks, as_token_batch
 
 # %% auto #0
-__all__ = ['mean_attention', 'sink_share', 'uniform_sink_share', 'attention_by_distance']
+__all__ = ['SINK_X_UNIFORM', 'mean_attention', 'sink_share', 'uniform_sink_share', 'attention_by_distance', 'sink_x_uniform',
+           'head_label', 'strongest_sink']
 
 # %% ../nbs/06_attention.ipynb #246bf918
 @torch.no_grad()
@@ -59,3 +60,24 @@ def attention_by_distance(attn: torch.Tensor, skip_first: int = 1) -> torch.Tens
         sel = (dist == d) & (j >= skip_first)
         if sel.any(): out[..., d] = attn[..., sel].mean(-1)
     return out
+
+# %% ../nbs/06_attention.ipynb #ed881384
+SINK_X_UNIFORM = 5.0
+
+def sink_x_uniform(attn: torch.Tensor, start: int = 4, stop: int | None = None) -> torch.Tensor:
+    "First-token share over the uniform share, averaged over query positions start..stop−1: [L, H]."
+    T = attn.shape[-1]; stop = T if stop is None else stop
+    if not 0 <= start < stop <= T: raise ValueError(f"query positions must satisfy 0 ≤ start < stop ≤ T={T}, got start={start}, stop={stop}")
+    return (sink_share(attn)[..., start:stop] / uniform_sink_share(T)[start:stop]).mean(-1)
+
+def head_label(layer: int, head: int) -> str:
+    "The 1-based name of 0-based (layer, head): L{layer+1}H{head+1}."
+    return f"L{int(layer) + 1}H{int(head) + 1}"
+
+def strongest_sink(attn: torch.Tensor, start: int = 4, stop: int | None = None) -> dict:
+    "The head with the largest first-token share over queries start..stop−1: its 0-based layer/head, 1-based label, share and × uniform."
+    x = sink_x_uniform(attn, start, stop)
+    l, h = divmod(int(x.argmax()), x.shape[1])
+    stop = attn.shape[-1] if stop is None else stop
+    return dict(layer=l, head=h, label=head_label(l, h), x_uniform=float(x[l, h]),
+                share=float(sink_share(attn)[l, h, start:stop].mean()), is_sink=bool(x[l, h] >= SINK_X_UNIFORM))

@@ -16,8 +16,8 @@ __all__ = ['ZOO_VARIANTS', 'KNOBS', 'PROFILES', 'VERDICTS', 'Profile', 'Knob', '
            'project_root', 'require_clone', 'cache_dir', 'figures_dir', 'DiskError', 'disk_errors', 'writable',
            'atomic_write', 'write_json', 'remove_cache_entry', 'file_sha256', 'seal', 'seal_check', 'discard_damaged',
            'verify_files', 'entry_ok', 'load_sealed', 'seed_everything', 'resolve_device', 'torch_dtype', 'oom_hint',
-           'decide', 'note_input', 'used_inputs', 'is_timing', 'Record', 'staging_dir', 'swap_in',
-           'restore_interrupted']
+           'decide', 'split_half_noise', 'decide_all', 'note_input', 'used_inputs', 'is_timing', 'Record',
+           'staging_dir', 'swap_in', 'restore_interrupted']
 
 # %% ../nbs/00_config.ipynb #b21b91f8
 @dataclass(frozen=True)
@@ -487,6 +487,16 @@ def decide(value: float, threshold: float, noise: float = 0.0, op: str = ">=") -
     if abs(value - threshold) <= noise: return None
     return bool(value >= threshold) if op == ">=" else bool(value <= threshold)
 
+def split_half_noise(a: float, b: float) -> float:
+    "Noise of an estimate from its two half-sample values: |a − b| / 2 (the full sample's standard error, roughly)."
+    return abs(float(a) - float(b)) / 2
+
+def decide_all(verdicts) -> bool | None:
+    "One verdict for 'every X': False when any fails, True when all hold, else None (some within noise)."
+    v = list(verdicts)
+    if not v: raise ValueError("decide_all needs at least one verdict")
+    return False if any(x is False for x in v) else True if all(x is True for x in v) else None
+
 # %% ../nbs/00_config.ipynb #e577a762
 VERDICTS = ("holds", "fails", "not measurable")
 
@@ -550,13 +560,16 @@ class Record:
         "A short written finding (Markdown) for the report, computed from this run's numbers."
         self.findings.append(str(text)); return text
 
-    def check(self, claim: str, verdict: bool | str | None, source: str = "", volatile: bool = False, sanity: bool = False, **values):
+    def check(self, claim: str, verdict: bool | str | None, source: str = "", volatile: bool = False, sanity: bool = False,
+              paper: str = "", threshold: str = "", **values):
         """Record a claim check: True/False -> holds/fails, None -> not measurable; `values` are the measurements (`volatile`: wall-clock ones).
+        `paper`: the paper's sentence the check tests; `threshold`: the number and where it comes from (written before the result).
         `sanity`: not evidence about a paper (true by construction, or a validation of a harness): reported, never counted as a claim."""
         v = {True: "holds", False: "fails", None: "not measurable"}.get(verdict, verdict) if not isinstance(verdict, str) else verdict
         if hasattr(verdict, "item"): v = "holds" if bool(verdict) else "fails"
         if v not in VERDICTS: raise ValueError(f"unknown verdict {verdict!r}; allowed: {VERDICTS} or True/False/None")
-        self.claims.append(dict(claim=claim, verdict=v, source=source, values=values, **({"kind": "sanity"} if sanity else {})))
+        self.claims.append(dict(claim=claim, verdict=v, source=source, values=values, **({"paper": paper} if paper else {}),
+                                **({"threshold": threshold} if threshold else {}), **({"kind": "sanity"} if sanity else {})))
         if volatile: self.volatile.append(f"claim: {claim}")
         print(f"[{v}{' (sanity)' if sanity else ''}] {claim} {values}")
         return v

@@ -12,7 +12,7 @@ from .train import token_nll
 from .trace import as_token_batch
 
 # %% auto #0
-__all__ = ['ppl_by_position', 'sliding_windows', 'sliding_window_ppl', 'truncate_ppl']
+__all__ = ['ppl_by_position', 'matched_ppl', 'sliding_windows', 'sliding_window_ppl', 'truncate_ppl', 'ppl_ratio_docs']
 
 # %% ../nbs/10_evaluate.ipynb #f9586424
 def ppl_by_position(model, samples: torch.Tensor, bucket: int, batch_size: int = 8, progress: bool = False) -> dict:
@@ -27,6 +27,25 @@ def ppl_by_position(model, samples: torch.Tensor, bucket: int, batch_size: int =
         lo, hi = max(k * bucket, 1), min((k + 1) * bucket, T)   # token positions scored; token 0 (BOS) is never scored
         if hi > lo: out[f"{k * bucket}-{(k + 1) * bucket}"] = float(per_pos[lo - 1:hi - 1].mean().exp())
     return dict(buckets=out, per_position_nll=per_pos.numpy())
+
+# %% ../nbs/10_evaluate.ipynb #a1ed4f62
+def matched_ppl(model, samples: torch.Tensor, C: int, tail: int | None = None, batch_size: int = 8, nll: torch.Tensor | None = None,
+                reps: int = 1000, seed: int = 0) -> dict:
+    "PPL of the last `tail` (default C/4) tokens of samples [n, T > C] scored with all T tokens vs with only the last C (first token kept): ratio and its paired bootstrap interval."
+    from posvec_lib.ablate import ppl_ratio_ci
+    samples = as_token_batch(samples, "samples")
+    n, T = samples.shape
+    tail = C // 4 if tail is None else tail
+    if not (isinstance(C, int) and 2 <= C < T): raise ValueError(f"C must be an int with 2 ≤ C < T={T}, got C={C!r}")
+    if not (isinstance(tail, int) and 1 <= tail < C): raise ValueError(f"tail must be an int with 1 ≤ tail < C={C}, got {tail!r}")
+    full = (token_nll(model, samples, batch_size) if nll is None else nll)[:, -tail:].double()         # [n, tail]
+    window = torch.cat([samples[:, :1], samples[:, T - C + 1:]], 1)                                # [n, C]: same last tokens
+    win = token_nll(model, window, batch_size)[:, -tail:].double()
+    a, b = full.mean(1), win.mean(1)                                                                 # per-sample mean NLL
+    ratio = float((a.mean() - b.mean()).exp())
+    lo, hi = ppl_ratio_ci(a, b, reps=reps, seed=seed)
+    return dict(ratio=ratio, lo=lo, hi=hi, noise=max(hi - ratio, ratio - lo) if n > 1 else float("nan"),
+                ppl_beyond=float(a.mean().exp()), ppl_window=float(b.mean().exp()), tail=tail, n=n, T=T, C=C)
 
 # %% ../nbs/10_evaluate.ipynb #534f8bb7
 def sliding_windows(n: int, L: int, S: int):
@@ -54,7 +73,8 @@ def _check_docs(docs, what: str):
 
 @torch.no_grad()
 def sliding_window_ppl(model, docs: list, L: int, S: int, bos_id: int, progress: bool = True, max_tokens: int = 1024) -> dict:
-    """Sliding-window PPL over documents (1-D token tensors): BOS per window, only unscored tokens scored, NLL pooled.
+    """Sliding-window PPL over documents (1-D token tensors): BOS per window, only unscored tokens scored, NLL pooled
+    (also per document: `doc_nll`, `doc_tokens`, for `ppl_ratio_docs`).
 
     Windows of the same length are stacked into batches of about `max_tokens` tokens (at least one window): one
     forward pass per batch instead of per window. The default suits a CPU, where batching only pays for short windows
@@ -71,6 +91,7 @@ def sliding_window_ppl(model, docs: list, L: int, S: int, bos_id: int, progress:
     batches = [(n, g[i:i + max(1, max_tokens // (n + 1))]) for n, g in sorted(groups.items())
                for i in range(0, len(g), max(1, max_tokens // (n + 1)))]
     total, count = 0.0, 0
+    doc_nll, doc_tokens = np.zeros(len(docs)), np.zeros(len(docs), dtype=np.int64)
     with torch.no_grad():
         for n, batch in tqdm(batches, disable=not progress, desc=f"ppl L={L}", leave=False):
             x = torch.stack([torch.cat([torch.tensor([bos_id]), torch.as_tensor(docs[d][b:e])]).long() for d, b, e, f in batch]).to(dev)
@@ -78,8 +99,9 @@ def sliding_window_ppl(model, docs: list, L: int, S: int, bos_id: int, progress:
             nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1),
                                                     reduction="none").view(len(batch), -1)      # [B, n]; nll[i, k] scores doc[b + k]
             for i, (d, b, e, f) in enumerate(batch):
-                total += float(nll[i, f - b:].double().sum()); count += e - f
-    return dict(ppl=math.exp(total / count), nll=total, tokens=count)
+                x_nll = float(nll[i, f - b:].double().sum())
+                total += x_nll; count += e - f; doc_nll[d] += x_nll; doc_tokens[d] += e - f
+    return dict(ppl=math.exp(total / count), nll=total, tokens=count, doc_nll=doc_nll.tolist(), doc_tokens=doc_tokens.tolist())
 
 def truncate_ppl(model, docs: list, L: int, bos_id: int, batch_size: int = 4) -> dict:
     "Each document scored once on its first L-1 tokens after BOS (PoSE Fig. 4)."
@@ -89,3 +111,17 @@ def truncate_ppl(model, docs: list, L: int, bos_id: int, batch_size: int = 4) ->
     ids = torch.stack([torch.cat([torch.tensor([bos_id]), torch.as_tensor(d[:L - 1])]).long() for d in docs])
     nll = token_nll(model, ids, batch_size)
     return dict(ppl=float(nll.mean().exp()), nll=float(nll.sum()), tokens=nll.numel())
+
+# %% ../nbs/10_evaluate.ipynb #c40e4f6f
+def ppl_ratio_docs(a: dict, b: dict, reps: int = 1000, seed: int = 0, level: float = 0.95) -> dict:
+    "PPL(a)/PPL(b) of two results on the same documents, with a paired bootstrap interval over documents and its larger half-width `noise`."
+    for r, n in ((a, "a"), (b, "b")):
+        if "doc_nll" not in r: raise ValueError(f"result {n} has no per-document NLL (doc_nll); allowed: results of sliding_window_ppl")
+    na, nb_, ta, tb = (np.asarray(x, dtype=np.float64) for x in (a["doc_nll"], b["doc_nll"], a["doc_tokens"], b["doc_tokens"]))
+    if not (len(na) == len(nb_) and np.array_equal(ta, tb)):
+        raise ValueError(f"the two results must score the same documents and tokens; got {len(na)} vs {len(nb_)} documents")
+    ratio = math.exp(na.sum() / ta.sum() - nb_.sum() / tb.sum())
+    idx = np.random.default_rng(seed).integers(0, len(na), size=(reps, len(na)))
+    r = np.exp(na[idx].sum(1) / ta[idx].sum(1) - nb_[idx].sum(1) / tb[idx].sum(1))
+    lo, hi = (float(x) for x in np.quantile(r, [(1 - level) / 2, (1 + level) / 2]))
+    return dict(ratio=ratio, lo=lo, hi=hi, noise=max(hi - ratio, ratio - lo), documents=len(na))

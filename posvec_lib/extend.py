@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import torch
 from transformers import PretrainedConfig
-from .config import Profile, cache_dir, write_json, atomic_write, load_sealed, seal
+from .config import Profile, cache_dir, write_json, atomic_write, load_sealed, seal, decide
 from .trace import hooks, run_with_cache, decoder_layers, as_token_batch
 from .decompose import PositionalVectors, positional_vectors, cosine_matrix
 from .rope import apply_interpolation
@@ -19,16 +19,16 @@ from .variants import ATTENTION_KINDS, supported_models
 from .train import token_nll
 
 # %% auto #0
-__all__ = ['NEEDS', 'EXTENSIONS', 'REPLICATE_SEEDS', 'IDENTITY_SETTINGS', 'active_extensions', 'Extension', 'check_extensible',
-           'ConfigChange', 'NoChange', 'attention_scaling', 'initial_scaling', 'window_extension', 'DynamicNTK',
-           'dynamic_ntk', 'dynamic_ntk_scale', 'interpolate_positions', 'replacement_shift',
-           'PositionalVectorReplacement', 'positional_vector_replacement', 'no_extension', 'extend',
-           'cached_positional_vectors', 'similarity_to_window', 'window_match', 'beyond_similarity',
-           'window_similarity', 'identification_error', 'ratio_from_matches', 'effective_ratio', 'interval_means',
-           'sink_by_position', 'positional_logits', 'logits_similarity', 'search_grid', 'ppl_of', 'ppl_search',
-           'reference_samples', 'replicate_samples', 'reference_positional_vectors', 'default_grid', 'tuned_setting',
-           'setting_for_length', 'extension_kwargs', 'repetition_lengths', 'repetition_samples', 'repetition_control',
-           'repetition_accuracy', 'window_input_similarity', 'needle_similarity']
+__all__ = ['NEEDS', 'EXTENSIONS', 'SIMI_REL_IN_DISTRIBUTION', 'REPLICATE_SEEDS', 'IDENTITY_SETTINGS', 'active_extensions',
+           'Extension', 'check_extensible', 'ConfigChange', 'NoChange', 'attention_scaling', 'initial_scaling',
+           'window_extension', 'DynamicNTK', 'dynamic_ntk', 'dynamic_ntk_scale', 'interpolate_positions',
+           'replacement_shift', 'PositionalVectorReplacement', 'positional_vector_replacement', 'no_extension',
+           'extend', 'cached_positional_vectors', 'similarity_to_window', 'window_match', 'beyond_similarity',
+           'window_similarity', 'identification_error', 'ratio_from_matches', 'effective_ratio', 'relative_similarity',
+           'interval_means', 'sink_by_position', 'positional_logits', 'logits_similarity', 'search_grid', 'ppl_of',
+           'ppl_search', 'reference_samples', 'replicate_samples', 'reference_positional_vectors', 'default_grid',
+           'tuned_setting', 'setting_for_length', 'extension_kwargs', 'repetition_lengths', 'repetition_samples',
+           'repetition_control', 'repetition_accuracy', 'window_input_similarity', 'needle_similarity']
 
 # %% ../nbs/07_extend.ipynb #cd60e127
 _ACTIVE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # model -> tags of active extensions
@@ -347,6 +347,22 @@ def effective_ratio(p_ext, p_orig, C: int, start: int | None = None, centred: bo
     if idx.shape[1] - start < 2: raise ValueError(f"need at least 2 positions from start={start}; the vectors cover {idx.shape[1]}")
     t = torch.arange(start, idx.shape[1])
     return torch.tensor([ratio_from_matches(t, idx[l, start:]) for l in range(idx.shape[0])], dtype=torch.float64)
+
+# %% ../nbs/07_extend.ipynb #7cec83cc
+SIMI_REL_IN_DISTRIBUTION = 0.95
+
+def relative_similarity(p_rep, p_ref, C: int, T: int | None = None, start: int = 4, layer: int = -1, centred: bool = True) -> dict:
+    "simi_rel of one model: beyond-C match of replicate vectors to its own in-window reference vectors over the in-window level; noise = role-swap change."
+    def rel(a, b):
+        sim, _ = window_match(a, b, C, centred)
+        hi = T or sim.shape[1]
+        if hi <= C: raise ValueError(f"the vectors must reach beyond C={C}; they cover {sim.shape[1]} positions (T={T})")
+        return float(sim[layer, C:hi].mean()), float(sim[layer, start:C].mean())
+    (b1, w1), (b2, w2) = rel(p_rep, p_ref), rel(p_ref, p_rep)
+    r1, r2 = b1 / w1, b2 / w2
+    noise = abs(r1 - r2)
+    return dict(simi_rel=r1, simi_beyond=b1, simi_in_window=w1, noise=noise,
+                in_distribution=decide(r1, SIMI_REL_IN_DISTRIBUTION, noise))
 
 # %% ../nbs/07_extend.ipynb #4721aac0
 def interval_means(x: torch.Tensor, C: int, edges=(0, 1, 1.5, 2), skip: int = 0) -> dict:

@@ -17,15 +17,16 @@ from .config import (Profile, get_profile, cache_dir, write_json, atomic_write, 
 from .data import TokenizedDocs, profile_data, long_documents
 from .train import load_zoo_model, zoo_path, training_args, last_checkpoint, note_zoo_entry
 from .rope import apply_interpolation, METHODS as INTERPOLATIONS
-from .pose import PoSECollator, check_windows, check_choice, check_chunks, CONTENTS, ANCHORS, OFFSETS
+from .pose import PoSECollator, check_windows, check_choice, check_chunks, CONTENTS, ANCHORS, OFFSETS, CHUNKS_SAMPLER
 from .evaluate import truncate_ppl
 
 # %% auto #0
 __all__ = ['FT_METHODS', 'FT_RECIPE', 'PASSKEY_VARIANTS', 'PAPER_BENCHMARKS', 'FinetuneSpec', 'ExtensionDocs', 'extended_model',
            'warmup_steps', 'world_size', 'rank', 'finetune_args', 'finetune_key', 'finetune_path', 'finetune',
            'load_finetuned', 'finetune_manifest', 'passkey_prompt', 'passkey_min_length', 'first_integer',
-           'passkey_accuracy', 'step_cost', 'efficiency_comparison', 'streaming_nll', 'streaming_ppl', 'prefix_ppl',
-           'standard_benchmarks', 'deepspeed_zero3_config', 'accelerate_zero3_config', 'write_launch_configs', 'main']
+           'passkey_accuracy', 'candidate_logprobs', 'passkey_rank', 'step_cost', 'efficiency_comparison',
+           'streaming_nll', 'streaming_ppl', 'prefix_ppl', 'standard_benchmarks', 'deepspeed_zero3_config',
+           'accelerate_zero3_config', 'write_launch_configs', 'main']
 
 # %% ../nbs/12_finetune.ipynb #69ecf706
 FT_METHODS = ("pose", "full-length", "randpos", "chunks")
@@ -121,7 +122,8 @@ def finetune_key(profile: Profile, spec: FinetuneSpec) -> str:
     data = profile_data(profile)
     knobs = {k: getattr(profile, k) for k in ("C", "pose_batch_size", "pose_lr", "pose_steps", "seed", "eval_docs")}
     blob = json.dumps(dict(spec=asdict(spec), knobs=knobs, base=zoo_path(profile, spec.base).name,
-                           corpus=data.manifest["hash"], tokenizer=data.manifest["tokenizer"], recipe=FT_RECIPE), sort_keys=True)
+                           corpus=data.manifest["hash"], tokenizer=data.manifest["tokenizer"], recipe=FT_RECIPE,
+                           **({"sampler": CHUNKS_SAMPLER} if spec.method == "chunks" else {})), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 def finetune_path(profile: Profile, spec: FinetuneSpec) -> Path:
@@ -230,37 +232,54 @@ def finetune_manifest(profile: Profile, spec: FinetuneSpec) -> dict:
 PASSKEY_VARIANTS = {
     "official": dict(task="There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "
                           "I will quiz you about the important information there.",
-                     filler="The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. ",
+                     filler="The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.",
                      needle="The pass key is {k}. Remember it. {k} is the pass key.",
-                     question="What is the pass key? The pass key is", sep="\n"),
+                     question="What is the pass key? The pass key is", answer=" {k}", sep="\n"),
     "code": dict(task="# There is an important info hidden inside a lot of irrelevant code. Find it and memorize it.",
-                 filler="grass = 'green'\nsky = 'blue'\nsun = 'yellow'\n",
+                 filler="grass = 'green'\nsky = 'blue'\nsun = 'yellow'",
                  needle="pass_key = {k}  # remember it",
-                 question="assert pass_key == ", sep="\n"),
+                 question="assert pass_key ==", answer=" {k}", sep="\n"),
 }
 
-def passkey_prompt(tokenizer, length: int, key: int, rng: np.random.Generator, variant: str = "official", bos: bool = True) -> torch.Tensor:
-    "Token ids [length] (BOS first when `bos`) of a passkey prompt: task, filler prefix, needle with `key`, filler suffix, question."
+def _passkey_text(v: dict, key: int, n_pre: int, n_post: int) -> str:
+    "The official layout: task, n_pre filler blocks, needle, n_post filler blocks, question, joined by the separator."
+    return v["sep"].join([v["task"], v["filler"] * n_pre, v["needle"].format(k=key), v["filler"] * n_post, v["question"]])
+
+def passkey_prompt(tokenizer, length: int, key: int, rng: np.random.Generator, variant: str = "official", bos: bool = True,
+                   exact: bool = False) -> torch.Tensor:
+    """Token ids (BOS first when `bos`) of a passkey prompt: the longest official layout with whole filler blocks that fits
+    in `length` tokens, the needle after n_prefix ~ U{0..n} blocks; `exact`: exactly `length` tokens, filler cut at token level."""
     check_choice("passkey variant", variant, list(PASSKEY_VARIANTS))
     v = PASSKEY_VARIANTS[variant]
     enc = lambda t: tokenizer(t, add_special_tokens=False)["input_ids"]
-    head, needle, question = enc(v["task"] + v["sep"]), enc(v["sep"] + v["needle"].format(k=key) + v["sep"]), enc(v["sep"] + v["question"])
-    F = length - int(bos) - len(head) - len(needle) - len(question)      # filler tokens left
-    if F < 0:
-        raise ValueError(f"a {variant!r} passkey prompt needs at least {length - F} tokens with this tokenizer; "
-                         f"got length={length}")
-    unit = enc(v["filler"])
-    fill = (unit * (F // len(unit) + 1))[:F]
-    p = int(rng.integers(0, F, endpoint=True))                    # filler tokens before the needle
-    ids = [tokenizer.bos_token_id] * int(bos) + head + fill[:p] + needle + fill[:F - p] + question
+    lead = [tokenizer.bos_token_id] * int(bos)
+    need = passkey_min_length(tokenizer, variant, bos, exact)
+    if length < need:
+        raise ValueError(f"a {variant!r} passkey prompt needs at least {need} tokens with this tokenizer; got length={length}")
+    if exact:
+        head, needle, question = enc(v["task"] + v["sep"]), enc(v["sep"] + v["needle"].format(k=key) + v["sep"]), enc(v["sep"] + v["question"])
+        F = length - len(lead) - len(head) - len(needle) - len(question)      # filler tokens left
+        unit = enc(v["filler"] + v["sep"])
+        fill = (unit * (F // len(unit) + 1))[:F]
+        p = int(rng.integers(0, F, endpoint=True))                    # filler tokens before the needle
+        return torch.tensor(lead + head + fill[:p] + needle + fill[:F - p] + question, dtype=torch.long)
+    per_block = len(enc(v["filler"] * 16)) / 16
+    n = max(0, int((length - need) / per_block) + 1)
+    while n > 0 and len(lead) + len(enc(_passkey_text(v, 55555, n, 0))) > length: n -= 1
+    p = int(rng.integers(0, n, endpoint=True))
+    ids = lead + enc(_passkey_text(v, key, p, n - p))
+    while len(ids) > length:                                      # a seam tokenized longer: one block fewer
+        n -= 1; p = min(p, n); ids = lead + enc(_passkey_text(v, key, p, n - p))
     return torch.tensor(ids, dtype=torch.long)
 
-def passkey_min_length(tokenizer, variant: str = "official") -> int:
+def passkey_min_length(tokenizer, variant: str = "official", bos: bool = True, exact: bool = False) -> int:
     "Shortest prompt (no filler) of a variant, with a 5-digit key."
+    check_choice("passkey variant", variant, list(PASSKEY_VARIANTS))
     v = PASSKEY_VARIANTS[variant]
     enc = lambda t: tokenizer(t, add_special_tokens=False)["input_ids"]
-    return 1 + len(enc(v["task"] + v["sep"])) + len(enc(v["sep"] + v["needle"].format(k=55555) + v["sep"])) + \
-           len(enc(v["sep"] + v["question"]))
+    if exact: return int(bos) + len(enc(v["task"] + v["sep"])) + len(enc(v["sep"] + v["needle"].format(k=55555) + v["sep"])) + \
+                     len(enc(v["sep"] + v["question"]))
+    return int(bos) + len(enc(_passkey_text(v, 55555, 0, 0)))
 
 def first_integer(text: str) -> int | None:
     "The first run of digits in `text` as an int (None when there is none)."
@@ -268,24 +287,71 @@ def first_integer(text: str) -> int | None:
     return int(m.group()) if m else None
 
 # %% ../nbs/12_finetune.ipynb #ff224043
+def _passkey_trials(tokenizer, length: int, trials: int, rng, variant: str, bos: bool, exact: bool):
+    keys = rng.integers(1, 50000, size=trials, endpoint=True)
+    return keys, [passkey_prompt(tokenizer, length, int(k), rng, variant, bos, exact) for k in keys]
+
 @torch.no_grad()
 def passkey_accuracy(model, tokenizer, length: int, trials: int, seed: int = 0, variant: str = "official",
-                     new_tokens: int = 10, batch_size: int = 8, bos: bool = True) -> dict:
-    "Accuracy of greedy passkey retrieval at prompt `length` over `trials` random keys (first integer of the output)."
-    rng = np.random.default_rng([seed, length])
-    keys = rng.integers(1, 50000, size=trials, endpoint=True)
-    prompts = torch.stack([passkey_prompt(tokenizer, length, int(k), rng, variant, bos) for k in keys])   # [trials, length]
+                     new_tokens: int = 10, batch_size: int = 8, bos: bool = True, exact: bool = False) -> dict:
+    "Exact-match accuracy of greedy passkey retrieval (stops at EOS) at prompt `length` over `trials` random keys (first integer of the output)."
+    keys, prompts = _passkey_trials(tokenizer, length, trials, np.random.default_rng([seed, length]), variant, bos, exact)
     model.eval(); dev = next(model.parameters()).device
-    answers = []
-    for s in range(0, trials, batch_size):
-        x = prompts[s:s + batch_size].to(dev)
-        out = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=new_tokens, do_sample=False,
-                             pad_token_id=tokenizer.pad_token_id, eos_token_id=None)
-        answers += [tokenizer.decode(o[length:]) for o in out.cpu()]
+    answers = [None] * trials
+    by_len = {}
+    for i, p in enumerate(prompts): by_len.setdefault(len(p), []).append(i)
+    for n, idx in by_len.items():
+        for s in range(0, len(idx), batch_size):
+            part = idx[s:s + batch_size]
+            x = torch.stack([prompts[i] for i in part]).to(dev)
+            out = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=new_tokens, do_sample=False,
+                                 pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+            for i, o in zip(part, out.cpu()): answers[i] = tokenizer.decode(o[n:], skip_special_tokens=True)
     got = [first_integer(a) for a in answers]
     acc = float(np.mean([g == int(k) for g, k in zip(got, keys)]))
-    return dict(length=length, variant=variant, trials=trials, accuracy=acc, stderr=math.sqrt(acc * (1 - acc) / trials),
+    return dict(length=length, variant=variant, exact=exact, trials=trials, accuracy=acc,
+                stderr=math.sqrt(acc * (1 - acc) / trials), prompt_tokens=float(np.mean([len(p) for p in prompts])),
                 answers=answers[:3], keys=[int(k) for k in keys[:3]])
+
+@torch.no_grad()
+def candidate_logprobs(model, prompt: torch.Tensor, candidates: list[list[int]], batch_size: int = 25) -> np.ndarray:
+    "Log-likelihood of each candidate continuation (token ids) after `prompt` [T]: one prompt forward, its KV cache copied per batch."
+    dev = next(model.parameters()).device
+    out = model(prompt[None].to(dev), use_cache=True)
+    first = out.logits[0, -1].float().log_softmax(-1)
+    scores = []
+    for s in range(0, len(candidates), batch_size):
+        part = candidates[s:s + batch_size]
+        k = max(len(c) for c in part)
+        ids = torch.tensor([c + [c[-1]] * (k - len(c)) for c in part], device=dev)         # right padding: never scored
+        mask = torch.tensor([[j < len(c) for j in range(k)] for c in part], device=dev)
+        lp = torch.zeros(len(part), k, device=dev)
+        lp[:, 0] = first[ids[:, 0]]
+        if k > 1:
+            cache = copy.deepcopy(out.past_key_values); cache.batch_repeat_interleave(len(part))
+            logits = model(ids[:, :-1], past_key_values=cache, use_cache=True).logits.float().log_softmax(-1)
+            lp[:, 1:] = logits.gather(-1, ids[:, 1:, None])[..., 0]
+        scores.append((lp * mask).sum(1).cpu())
+    return torch.cat(scores).double().numpy()
+
+def passkey_rank(model, tokenizer, length: int, trials: int, n_candidates: int = 100, seed: int = 0, variant: str = "official",
+                 bos: bool = True, exact: bool = False, batch_size: int = 25) -> dict:
+    "Graded passkey: per trial the log-likelihood rank of the true key's answer among `n_candidates` keys (the true one + random others)."
+    if not isinstance(n_candidates, int) or n_candidates < 2: raise ValueError(f"n_candidates must be an int ≥ 2, got {n_candidates!r}")
+    rng = np.random.default_rng([seed, length])                  # the same keys and prompts as passkey_accuracy
+    keys, prompts = _passkey_trials(tokenizer, length, trials, rng, variant, bos, exact)
+    crng = np.random.default_rng([seed, length, 1])
+    model.eval(); ranks = []
+    for key, p in zip(keys, prompts):
+        others = [int(c) for c in crng.choice(np.setdiff1d(np.arange(1, 50001), [key]), n_candidates - 1, replace=False)]
+        cands = [tokenizer(PASSKEY_VARIANTS[variant]["answer"].format(k=c), add_special_tokens=False)["input_ids"] for c in [int(key)] + others]
+        lp = candidate_logprobs(model, p, cands, batch_size)
+        ranks.append(1 + float((lp[1:] > lp[0]).sum()) + 0.5 * float((lp[1:] == lp[0]).sum()))
+    ranks = np.array(ranks)
+    score = 1 - (ranks - 1) / (n_candidates - 1)
+    return dict(length=length, variant=variant, trials=trials, n_candidates=n_candidates, mean_rank=float(ranks.mean()),
+                rank_score=float(score.mean()), rank_score_se=float(score.std(ddof=1) / math.sqrt(len(score))) if trials > 1 else float("nan"),
+                top1=float((ranks == 1).mean()), chance_top1=1 / n_candidates)
 
 # %% ../nbs/12_finetune.ipynb #d18c582f
 def _live_bytes(model, opt) -> int:

@@ -9,11 +9,11 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['CONTENTS', 'ANCHORS', 'OFFSETS', 'SAMPLERS', 'COVERAGE_METHODS', 'check_int', 'check_windows', 'check_choice',
-           'check_chunks', 'source_text', 'chunk_index', 'official_lengths', 'chunk_lengths', 'skip_offsets',
-           'content_offsets', 'Sample', 'pose_sample', 'pose_sample_chunks', 'randpos_sample', 'full_length_sample',
-           'get_sampler', 'sample_map_fn', 'PoSECollator', 'covered_distances', 'coverage_positions',
-           'coverage_probability', 'pose_coverage_exact']
+__all__ = ['CONTENTS', 'ANCHORS', 'OFFSETS', 'CHUNKS_SAMPLER', 'SAMPLERS', 'COVERAGE_METHODS', 'check_int', 'check_windows',
+           'check_choice', 'check_chunks', 'source_text', 'chunk_index', 'official_lengths', 'chunk_lengths',
+           'skip_offsets', 'content_offsets', 'Sample', 'pose_sample', 'pose_sample_chunks', 'randpos_sample',
+           'full_length_sample', 'get_sampler', 'sample_map_fn', 'PoSECollator', 'covered_distances',
+           'coverage_positions', 'coverage_probability', 'pose_coverage_exact']
 
 # %% ../nbs/09_pose.ipynb #12970379
 CONTENTS = ("uniform", "zero", "same")
@@ -61,16 +61,21 @@ def chunk_index(lengths: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(np.asarray(offsets, dtype=np.int64), lengths)
 
 # %% ../nbs/09_pose.ipynb #19779bf7
+CHUNKS_SAMPLER = "chunks-v2"   # N-chunk lengths: the official l_0 ~ U{1..⌈Lc/2⌉} at N = 2 (v1: uniform compositions); part of fine-tune keys
+
 def official_lengths(Lc: int, rng: np.random.Generator) -> np.ndarray:
     "Official two-chunk lengths: l_0 ~ U{1..⌈Lc/2⌉}, l_1 = Lc − l_0 (l_1 may be 0 only when Lc = 1)."
     l0 = int(rng.integers(1, (Lc + 1) // 2, endpoint=True))
     return np.array([l0, Lc - l0], dtype=np.int64)
 
 def chunk_lengths(Lc: int, n_chunks: int, rng: np.random.Generator) -> np.ndarray:
-    "N chunk lengths l_i ≥ 1 summing to Lc, uniform over compositions (N − 1 cut points from 1..Lc−1)."
+    "N chunk lengths l_i ≥ 1 summing to Lc: l_i ~ U{1..⌈R/(N−i)⌉} with R tokens left, the last takes the rest (N = 2: the official rule)."
     check_chunks(n_chunks, Lc)
-    cuts = np.sort(rng.choice(np.arange(1, Lc), n_chunks - 1, replace=False)) if n_chunks > 1 else np.array([], int)
-    return np.diff(np.concatenate([[0], cuts, [Lc]])).astype(np.int64)
+    out, R = [], Lc
+    for i in range(n_chunks - 1):
+        k = n_chunks - i                                   # chunks still to draw, this one included
+        out.append(int(rng.integers(1, -(-R // k), endpoint=True))); R -= out[-1]
+    return np.array(out + [R], dtype=np.int64)
 
 # %% ../nbs/09_pose.ipynb #6fd1bd81
 def skip_offsets(Lc: int, Lt: int, n_chunks: int, rng: np.random.Generator, anchor: str = "start",

@@ -458,6 +458,13 @@ def _md_table(header, rows) -> list[str]:
     return ["| " + " | ".join(map(cell, header)) + " |", "| " + " | ".join("---" for _ in header) + " |"] + \
            ["| " + " | ".join(map(cell, r)) + " |" for r in rows]
 
+def _claim_md(c) -> str:
+    "A claim cell: the claim, then the paper's sentence and the threshold's source when the check recorded them."
+    return c["claim"] + "".join(f"<br>*{k}:* {c[k]}" for k in ("paper", "threshold") if c.get(k))
+
+def _claim_html(c, esc) -> str:
+    return esc(c["claim"]) + "".join(f"<div class={k}><i>{k}:</i> {esc(c[k])}</div>" for k in ("paper", "threshold") if c.get(k))
+
 def _status_line(r) -> str:
     a, run = r["status"], r["run"]
     s = f"status: {a['status']}"
@@ -490,7 +497,7 @@ def write_report(profile: str | Profile = "cpu") -> Path:
             if md.exists(): lines += [f"**{t[:-4]}**", "", md.read_text().strip(), ""]
         if res["claims"]:
             lines += _md_table(["claim", "verdict", "measured", "source"],
-                               [[c["claim"], f"**{c['verdict']}**" + (" (sanity, not counted)" if c.get("kind") == "sanity" else ""), ", ".join(f"{k}={_fmt(v)}" for k, v in c["values"].items()),
+                               [[_claim_md(c), f"**{c['verdict']}**" + (" (sanity, not counted)" if c.get("kind") == "sanity" else ""), ", ".join(f"{k}={_fmt(v)}" for k, v in c["values"].items()),
                                  c.get("source", "")] for c in res["claims"]]) + [""]
         if res.get("findings"): lines += ["**Findings**", ""] + [f"- {f}" for f in res["findings"]] + [""]
     write_html_report(P, D)
@@ -533,7 +540,7 @@ def write_html_report(P: Profile, D: dict) -> Path:
             parts.append(f"<h3>{esc(t[:-4])}</h3>" + pd.read_csv(root / a["artifact"] / t).to_html(index=False, na_rep="", float_format=lambda x: f"{x:.4g}"))
         if res["claims"]:
             parts.append("<table class=claims><tr><th>claim</th><th>verdict</th><th>measured</th><th>source</th></tr>" + "".join(
-                f"<tr class='{c['verdict'].replace(' ', '-')}'><td>{esc(c['claim'])}</td><td><b>{esc(c['verdict'])}</b>{' (sanity, not counted)' if c.get('kind') == 'sanity' else ''}</td>"
+                f"<tr class='{c['verdict'].replace(' ', '-')}'><td>{_claim_html(c, esc)}</td><td><b>{esc(c['verdict'])}</b>{' (sanity, not counted)' if c.get('kind') == 'sanity' else ''}</td>"
                 f"<td>{esc(', '.join(f'{k}={_fmt(v)}' for k, v in c['values'].items()))}</td><td>{esc(c.get('source', ''))}</td></tr>"
                 for c in res["claims"]) + "</table>")
         if res.get("findings"):
@@ -541,7 +548,7 @@ def write_html_report(P: Profile, D: dict) -> Path:
     css = ("body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}img{max-width:100%}"
            "table{border-collapse:collapse;margin:.5em 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px}"
            "tr.holds td:nth-child(2){color:#070}tr.fails td:nth-child(2){color:#a00}tr.not-measurable td:nth-child(2){color:#777}"
-           "h3.section{font-size:1.4em;border-bottom:1px solid #ccc}p.error{color:#a00}")
+           "h3.section{font-size:1.4em;border-bottom:1px solid #ccc}p.error{color:#a00}div.paper,div.threshold{color:#555;font-size:12px}")
     doc = f"<!doctype html><html><head><meta charset=utf-8><title>posvec report — {esc(P.name)}</title><style>{css}</style></head><body>{''.join(parts)}</body></html>"
     return atomic_write(root / "REPORT.html", doc)
 

@@ -45,15 +45,22 @@ def test_launch_configs_in_repo_match_code(root):
 
 
 @pytest.mark.parametrize("variant", list(PASSKEY_VARIANTS))
-def test_passkey_prompt_exact_length(smoke, variant):
+def test_passkey_prompt_layout(smoke, variant):
+    "Official layout: whole filler blocks, at most L tokens, the key between blocks; exact=True: exactly L tokens."
     tok = profile_data(smoke).tokenizer
+    v = PASSKEY_VARIANTS[variant]
     rng = np.random.default_rng(0)
     lo = passkey_min_length(tok, variant)
-    for L in (lo + 6, lo + 50, lo + 333):
+    block = len(tok(v["filler"], add_special_tokens=False)["input_ids"])
+    for L in (lo, lo + 6, lo + 50, lo + 333):
         k = int(rng.integers(1, 50000))
         x = passkey_prompt(tok, L, k, rng, variant)
-        assert len(x) == L and int(x[0]) == tok.bos_token_id
-        assert first_integer(tok.decode(x[1:]).split("pass key is" if variant == "official" else "pass_key =")[1]) == k
+        assert L - 2 * block - 2 < len(x) <= L and int(x[0]) == tok.bos_token_id
+        text = tok.decode(x[1:])
+        assert v["needle"].format(k=k) in text and text.endswith(v["question"])
+        assert text.replace(v["needle"].format(k=k), "").replace(v["task"], "").replace(v["question"], "").replace(v["filler"], "").strip() == ""
+        y = passkey_prompt(tok, L + 8, k, rng, variant, exact=True)
+        assert len(y) == L + 8 and first_integer(tok.decode(y[1:]).split("pass key is" if variant == "official" else "pass_key =")[1]) == k
 
 
 def test_streaming_block1_is_exact(smoke):
