@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_config.ipynb #e866e8ac
 from __future__ import annotations
-import contextlib, dataclasses, errno, hashlib, json, os, random, re, shutil, sys, tempfile, time, warnings
+import contextlib, dataclasses, errno, hashlib, json, math, os, random, re, shutil, sys, tempfile, time, warnings
 from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 from typing import Any
@@ -16,8 +16,8 @@ __all__ = ['ZOO_VARIANTS', 'KNOBS', 'PROFILES', 'VERDICTS', 'Profile', 'Knob', '
            'project_root', 'require_clone', 'cache_dir', 'figures_dir', 'DiskError', 'disk_errors', 'writable',
            'atomic_write', 'write_json', 'remove_cache_entry', 'file_sha256', 'seal', 'seal_check', 'discard_damaged',
            'verify_files', 'entry_ok', 'load_sealed', 'seed_everything', 'resolve_device', 'torch_dtype', 'oom_hint',
-           'decide', 'split_half_noise', 'decide_all', 'note_input', 'used_inputs', 'is_timing', 'Record',
-           'staging_dir', 'swap_in', 'restore_interrupted']
+           'decide', 'split_half_noise', 'decide_all', 'binomial_noise', 'note_input', 'used_inputs', 'is_timing',
+           'Record', 'staging_dir', 'swap_in', 'restore_interrupted']
 
 # %% ../nbs/00_config.ipynb #b21b91f8
 @dataclass(frozen=True)
@@ -63,6 +63,7 @@ class Profile:
     pose_batch_size: int = 8
     pose_lr: float = 2e-4
     passkey_trials: int = 20
+    passkey_candidates: int = 25         # graded passkey: the true key ranked among this many answers (chance rank score 0.5)
     mc_iterations: int = 10000           # Monte Carlo iterations (coverage, B Fig. 5/6)
     eval_docs: int = 16                  # documents for long-context PPL
     # paper-scale names (used when network and GPU exist)
@@ -133,7 +134,7 @@ KNOBS: dict[str, Knob] = dict(
     eval_samples=_int(1), n_samples=_int(2), max_factor=_int(2),
     ext_factors=Knob(tuple, "a non-empty list of integers ≥ 2 (extension targets t·C beyond the window C)", lambda v: len(v) > 0 and all(x >= 2 for x in v), int),
     pose_targets=Knob(tuple, "a non-empty list of integers t ≥ 2 (the PoSE target window Lt = t·C must be larger than the original window Lc = C)", lambda v: len(v) > 0 and all(x >= 2 for x in v), int),
-    pose_steps=_int(1), pose_batch_size=_int(1), pose_lr=_pos_float(), passkey_trials=_int(1), mc_iterations=_int(1), eval_docs=_int(1),
+    pose_steps=_int(1), pose_batch_size=_int(1), pose_lr=_pos_float(), passkey_trials=_int(1), passkey_candidates=_int(2), mc_iterations=_int(1), eval_docs=_int(1),
     paper_models=_names(what="hub names or paths"), ablation_models=_names(what="zoo variants, hub names or paths"),
     pretrained=Knob(tuple, f"a list of 'variant=hub-name-or-path' entries with a variant in {list(ZOO_VARIANTS)}",
                     lambda v: all(s.partition("=")[0] in ZOO_VARIANTS and s.partition("=")[2] for s in v)),
@@ -204,7 +205,7 @@ PROFILES: dict[str, Profile] = {
         name="smoke", threads=1, corpus_max_files=80, vocab_size=512, d_model=32, n_layers=2, n_heads=2, n_kv_heads=2,
         d_ff=64, C=32, window=8, small_window=6, train_steps=30, batch_size=8, lr=3e-3, warmup_steps=5,
         eval_samples=8, n_samples=16, max_factor=2, ext_factors=(2,), pose_targets=(2, 4), pose_steps=4,
-        pose_batch_size=2, passkey_trials=3, mc_iterations=500, eval_docs=2,
+        pose_batch_size=2, passkey_trials=3, passkey_candidates=8, mc_iterations=500, eval_docs=2,
         pretrained_model="tiny-local", pretrained_length=32, pretrained_samples=4, pretrained_passkey_lengths=(160,)),
     "cpu": Profile(name="cpu"),
     "paper": Profile(
@@ -212,7 +213,7 @@ PROFILES: dict[str, Profile] = {
         eval_corpus="emozilla/pg19-test", second_corpus="tau/scrolls:gov_report", tokenizer="TinyLlama/TinyLlama_v1.1",
         vocab_size=32000, base_model="TinyLlama/TinyLlama_v1.1", d_model=2048, n_layers=22, n_heads=32,
         n_kv_heads=4, d_ff=5632, C=2048, window=512, small_window=80, train_steps=0, batch_size=8, lr=4e-4,
-        n_samples=32768, max_factor=4, ext_factors=(2, 4), pose_targets=(8, 16), pose_steps=1000, pose_lr=2e-5, passkey_trials=50,
+        n_samples=32768, max_factor=4, ext_factors=(2, 4), pose_targets=(8, 16), pose_steps=1000, pose_lr=2e-5, passkey_trials=50, passkey_candidates=100,
         pose_batch_size=64, eval_docs=50, pretrained_model="llama-3-8b", pretrained_length=2048, pretrained_samples=2048,
         pretrained_passkey_lengths=(2048, 4096, 8192),
         pretrained=("rope=TinyLlama/TinyLlama_v1.1", "nope=AntNLP/TinyLlama-NoPE-1.1B", "window=AntNLP/TinyLlama-NoPE-1.1B",
@@ -496,6 +497,12 @@ def decide_all(verdicts) -> bool | None:
     v = list(verdicts)
     if not v: raise ValueError("decide_all needs at least one verdict")
     return False if any(x is False for x in v) else True if all(x is True for x in v) else None
+
+def binomial_noise(p: float, n: int) -> float:
+    "Standard error of an accuracy p over n trials, p shrunk to (k+1)/(n+2) so that 0 and 1 keep a non-zero error."
+    if not (isinstance(n, int) and n >= 1): raise ValueError(f"n must be an int ≥ 1, got {n!r}")
+    q = (p * n + 1) / (n + 2)
+    return math.sqrt(q * (1 - q) / n)
 
 # %% ../nbs/00_config.ipynb #e577a762
 VERDICTS = ("holds", "fails", "not measurable")

@@ -315,10 +315,12 @@ def passkey_accuracy(model, tokenizer, length: int, trials: int, seed: int = 0, 
 
 @torch.no_grad()
 def candidate_logprobs(model, prompt: torch.Tensor, candidates: list[list[int]], batch_size: int = 25) -> np.ndarray:
-    "Log-likelihood of each candidate continuation (token ids) after `prompt` [T]: one prompt forward, its KV cache copied per batch."
+    "Log-likelihood of each candidate continuation (token ids) after `prompt` [T]: one prompt forward; its KV cache is reused and cropped back after each batch."
     dev = next(model.parameters()).device
+    T = int(prompt.shape[0])
     out = model(prompt[None].to(dev), use_cache=True)
     first = out.logits[0, -1].float().log_softmax(-1)
+    cache = out.past_key_values
     scores = []
     for s in range(0, len(candidates), batch_size):
         part = candidates[s:s + batch_size]
@@ -328,9 +330,11 @@ def candidate_logprobs(model, prompt: torch.Tensor, candidates: list[list[int]],
         lp = torch.zeros(len(part), k, device=dev)
         lp[:, 0] = first[ids[:, 0]]
         if k > 1:
-            cache = copy.deepcopy(out.past_key_values); cache.batch_repeat_interleave(len(part))
-            logits = model(ids[:, :-1], past_key_values=cache, use_cache=True).logits.float().log_softmax(-1)
+            if len(part) > 1: cache.batch_repeat_interleave(len(part))                      # [1, …] -> [B, …]
+            logits = model(ids[:, :-1], cache=cache, use_cache=True).logits.float().log_softmax(-1)
             lp[:, 1:] = logits.gather(-1, ids[:, 1:, None])[..., 0]
+            cache.crop(-(k - 1))                                                             # drop the k − 1 appended tokens
+            if len(part) > 1: cache.batch_select_indices(torch.tensor([0], device=dev))     # back to the prompt's one row
         scores.append((lp * mask).sum(1).cpu())
     return torch.cat(scores).double().numpy()
 

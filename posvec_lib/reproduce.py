@@ -12,10 +12,10 @@ from .config import (PROFILES, Profile, get_profile, project_root, figures_dir, 
                                disk_errors)
 
 # %% auto #0
-__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'RESULT_KEYS', 'LOCAL_CORPORA', 'REPORT_KNOBS', 'Artifact', 'check_items', 'select',
-           'experiments_dir', 'library_hash', 'inputs_hash', 'read_record', 'failure_path', 'status', 'git_commit',
-           'run_artifact', 'preflight', 'check_runnable', 'BatchLocked', 'batch_lock', 'reproduce', 'list_artifacts',
-           'claim_counts', 'report_data', 'write_report', 'write_html_report', 'main']
+__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'RESULT_KEYS', 'LOCAL_CORPORA', 'REPORT_KNOBS', 'VERDICT_ORDER', 'Artifact', 'check_items',
+           'select', 'experiments_dir', 'library_hash', 'inputs_hash', 'read_record', 'failure_path', 'status',
+           'git_commit', 'run_artifact', 'preflight', 'check_runnable', 'BatchLocked', 'batch_lock', 'reproduce',
+           'list_artifacts', 'claim_counts', 'report_data', 'write_report', 'write_html_report', 'main']
 
 # %% ../nbs/11_reproduce.ipynb #5b06b39e
 PAPER_ITEMS = (
@@ -54,14 +54,14 @@ ARTIFACTS: dict[str, Artifact] = {a.name: a for a in [
     Artifact("B_ppl", ("B Table 1", "B Fig. 3", "B Table 3", "B rebuttal StreamingLLM"),
              "PoSE / Full-length / RandPos fine-tunes; sliding-window PPL C..s2·C on two corpora; training memory and time per step; PPL vs step; short-context PPL stand-in for lm-eval; first-k-token PPL vs StreamingLLM"),
     Artifact("B_passkey", ("B Fig. 2", "B rebuttal passkey baselines"),
-             "passkey retrieval accuracy vs prompt length for Original, PI-only, RandPos, Full-length, PoSE (official and code prompts)"),
+             "passkey retrieval vs prompt length for Original, PI-only, RandPos, Full-length, PoSE (official and code prompts): exact match and graded log-likelihood rank"),
     Artifact("B_interpolation", ("B Table 6", "B Fig. 4", "B Table 2"),
              "PI-only vs Full-length vs PoSE for Linear/NTK/YaRN; PPL vs length on two RoPE bases (rope, window_rope); extreme 64C targets"),
     Artifact("B_chunks", ("B Table 4", "B Table 5", "B rebuttal u0 variants"),
              "PoSE sampler ablations: chunk content, number of chunks, first chunk at 0 vs last chunk at Lt-1"),
     Artifact("AB_lens", (),
              "new (neither paper): paper A's lens on paper B's models at Lt = s1·C (base RoPE direct, PI-only, Full-length, PoSE; linear): "
-             "similarity of positional vectors to the base's in-window ones, effective interpolation ratio per layer, first-token sink by "
+             "similarity of each model's positional vectors beyond C to its own in-window ones (simi_rel), effective interpolation ratio per layer, first-token sink by "
              "interval up to Lt, PPL by position, passkey"),
 ]}
 
@@ -458,6 +458,23 @@ def _md_table(header, rows) -> list[str]:
     return ["| " + " | ".join(map(cell, header)) + " |", "| " + " | ".join("---" for _ in header) + " |"] + \
            ["| " + " | ".join(map(cell, r)) + " |" for r in rows]
 
+VERDICT_ORDER = (("fails", "Claims that fail"), ("holds", "Claims that hold"),
+                 ("not measurable", "Claims not measurable at this scale"))
+
+def _verdict_groups(D) -> list[tuple[str, list[tuple[str, dict]]]]:
+    "Every recorded check as (heading, [(artifact, claim record)]): claims by verdict, then sanity facts, then wall-clock checks."
+    vol = {}
+    allc = []
+    for r in D["rows"]:
+        res = r["result"] or {}
+        v = {x[len("claim: "):] for x in res.get("volatile", []) if x.startswith("claim: ")}
+        for c in res.get("claims", []): allc.append((r["status"]["artifact"], c, c["claim"] in v))
+    out = [(title, [(a, c) for a, c, w in allc if not w and c.get("kind") != "sanity" and c["verdict"] == v])
+           for v, title in VERDICT_ORDER]
+    out.append(("Sanity facts (true by construction or a harness validation; not counted)", [(a, c) for a, c, w in allc if not w and c.get("kind") == "sanity"]))
+    out.append(("Wall-clock checks (depend on the machine's load; not counted)", [(a, c) for a, c, w in allc if w]))
+    return [(t, g) for t, g in out if g]
+
 def _claim_md(c) -> str:
     "A claim cell: the claim, then the paper's sentence and the threshold's source when the check recorded them."
     return c["claim"] + "".join(f"<br>*{k}:* {c[k]}" for k in ("paper", "threshold") if c.get(k))
@@ -479,14 +496,15 @@ def write_report(profile: str | Profile = "cpu") -> Path:
     D = report_data(P); root = figures_dir(P)
     lines = [f"# Reproduction report — profile `{P.name}`", ""]
     for l in _summary_lines(D): lines += [l, ""]
-    lines += ["## Setup", ""]
-    for title, header, rows in _setup_tables(D): lines += [f"**{title}**", ""] + _md_table(header, rows) + [""]
+    lines += ["## Verdicts", "", "Every check, by verdict; the artifact sections below give each one's paper sentence, threshold and values.", ""]
+    for title, g in _verdict_groups(D):
+        lines += [f"**{title}** ({len(g)})", ""] + [f"- [{a}](#{a}) — {c['claim']}" for a, c in g] + [""]
     lines += ["## Findings", ""]
     lines += [f"- **{n}**: {f}" for n, f in D["findings"]] or ["No written findings yet."]
     lines.append("")
     for r in D["rows"]:
         a, res = r["status"], r["result"]
-        lines += [f"## {a['artifact']} — {', '.join(a['items'])}", "", _status_line(r), ""]
+        lines += [f"<a id=\"{a['artifact']}\"></a>", "", f"## {a['artifact']} — {', '.join(a['items'])}", "", _status_line(r), ""]
         if r["knob_diff"]: lines += ["ran with knobs that differ from the profile: " + ", ".join(f"{k}={_fmt(v)}" for k, v in r["knob_diff"].items()), ""]
         if a.get("error"): lines += [f"error: `{a['error']['type']}` in cell [{a['error'].get('execution_count')}]: {a['error']['message'][:300]}", ""]
         if not res: continue
@@ -500,6 +518,8 @@ def write_report(profile: str | Profile = "cpu") -> Path:
                                [[_claim_md(c), f"**{c['verdict']}**" + (" (sanity, not counted)" if c.get("kind") == "sanity" else ""), ", ".join(f"{k}={_fmt(v)}" for k, v in c["values"].items()),
                                  c.get("source", "")] for c in res["claims"]]) + [""]
         if res.get("findings"): lines += ["**Findings**", ""] + [f"- {f}" for f in res["findings"]] + [""]
+    lines += ["## Setup", ""]
+    for title, header, rows in _setup_tables(D): lines += [f"**{title}**", ""] + _md_table(header, rows) + [""]
     write_html_report(P, D)
     return atomic_write(root / "REPORT.md", "\n".join(lines) + "\n")
 
@@ -520,8 +540,12 @@ def write_html_report(P: Profile, D: dict) -> Path:
                                           "".join("<tr>" + "".join(f"<td>{esc(str(x))}</td>" for x in r) + "</tr>" for r in rows) + "</table>")
     s0, s1, s2 = _summary_lines(D)
     parts = [f"<h1>Reproduction report — profile <code>{esc(P.name)}</code></h1>",
-             f"<p class=summary>{md_bold(s0)} {md_bold(s1)} {md_bold(s2)}</p>", "<h3 class=section id=setup>Setup</h3>"]
-    for title, header, rows in _setup_tables(D): parts.append(f"<h4>{esc(title)}</h4>" + table(header, rows, "setup"))
+             f"<p class=summary>{md_bold(s0)} {md_bold(s1)} {md_bold(s2)}</p>", "<h3 class=section id=verdicts>Verdicts</h3>",
+             "<p>Every check, by verdict; each links to its artifact's section (paper sentence, threshold, values). "
+             "The setup is at the <a href='#setup'>end</a>.</p>"]
+    for title, g in _verdict_groups(D):
+        parts.append(f"<h4>{esc(title)} ({len(g)})</h4><ul class=verdicts>" +
+                     "".join(f"<li><a href='#{esc(a)}'>{esc(a)}</a> — {esc(c['claim'])}</li>" for a, c in g) + "</ul>")
     parts.append("<h3 class=section id=findings>Findings</h3>")
     parts.append("<ul class=findings>" + "".join(f"<li><b>{esc(n)}</b>: {_md_inline(f)}</li>" for n, f in D["findings"]) + "</ul>"
                  if D["findings"] else "<p>No written findings yet.</p>")
@@ -545,6 +569,8 @@ def write_html_report(P: Profile, D: dict) -> Path:
                 for c in res["claims"]) + "</table>")
         if res.get("findings"):
             parts.append("<h3>Findings</h3><ul class=findings>" + "".join(f"<li>{_md_inline(f)}</li>" for f in res["findings"]) + "</ul>")
+    parts.append("<h3 class=section id=setup>Setup</h3>")
+    for title, header, rows in _setup_tables(D): parts.append(f"<h4>{esc(title)}</h4>" + table(header, rows, "setup"))
     css = ("body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}img{max-width:100%}"
            "table{border-collapse:collapse;margin:.5em 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px}"
            "tr.holds td:nth-child(2){color:#070}tr.fails td:nth-child(2){color:#a00}tr.not-measurable td:nth-child(2){color:#777}"
