@@ -26,12 +26,13 @@ DATE = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}")
 
 
 def scratch_home(root: Path, d: Path) -> Path:
-    "A project root with the checkout's notebooks and caches (symlinked) and its own figures/ and runs/."
+    "A project root with the checkout's notebooks, caches and papers' numbers (symlinked) and its own figures/ and runs/."
     d.mkdir(parents=True, exist_ok=True)
     shutil.copy(root / "settings.ini", d / "settings.ini")
     (d / "nbs").symlink_to(root / "nbs")
     (root / "data" / "cache").mkdir(parents=True, exist_ok=True)
     (d / "data").mkdir(); (d / "data" / "cache").symlink_to(root / "data" / "cache")
+    (d / "data" / "papers").symlink_to(root / "data" / "papers")      # the papers' numbers, read by the notebooks
     return d
 
 
