@@ -48,6 +48,7 @@ def test_failing_notebook_is_reported_and_others_run(root, tmp_path, monkeypatch
     import posvec_lib.reproduce as R
     exp = tmp_path / "nbs" / "experiments"; exp.mkdir(parents=True)
     (tmp_path / "settings.ini").write_text("[DEFAULT]\n")
+    (tmp_path / "data").mkdir(); (tmp_path / "data" / "papers").symlink_to(root / "data" / "papers")   # pose_coverage reads the paper's numbers
     src = json.loads((root / "nbs" / "experiments" / "pose_coverage.ipynb").read_text())
     bad = dict(src); bad["cells"] = src["cells"][:2] + [{"cell_type": "code", "metadata": {}, "source": "raise ValueError('broken on purpose')", "outputs": [], "execution_count": None, "id": "boom"}]
     (exp / "broken.ipynb").write_text(json.dumps(bad))
