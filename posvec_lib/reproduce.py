@@ -12,9 +12,10 @@ from .config import (PROFILES, Profile, get_profile, project_root, figures_dir, 
                                disk_errors)
 
 # %% auto #0
-__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'RESULT_KEYS', 'LOCAL_CORPORA', 'REPORT_KNOBS', 'VERDICT_ORDER', 'Artifact', 'check_items',
-           'select', 'experiments_dir', 'library_hash', 'inputs_hash', 'read_record', 'failure_path', 'status',
-           'git_commit', 'run_artifact', 'preflight', 'check_runnable', 'BatchLocked', 'batch_lock', 'reproduce',
+__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'RUNNER_MODULES', 'RESULT_KEYS', 'LOCAL_CORPORA', 'REPORT_KNOBS', 'VERDICT_ORDER',
+           'Artifact', 'check_items', 'select', 'experiments_dir', 'library_hash', 'inputs_hash', 'read_record',
+           'failure_path', 'computed_path', 'status', 'git_commit', 'run_artifact', 'preflight', 'check_runnable',
+           'compare_results', 'agreement_lines', 'BatchLocked', 'batch_lock', 'plan', 'print_plan', 'reproduce',
            'list_artifacts', 'claim_counts', 'report_data', 'write_report', 'write_html_report', 'main']
 
 # %% ../nbs/11_reproduce.ipynb #5b06b39e
@@ -90,12 +91,14 @@ def experiments_dir() -> Path:
                                 "(or set POSVEC_HOME to one)")
     return d
 
+RUNNER_MODULES = ("_modidx.py", "reproduce.py")   # the batch runner and report writer: no result imports them
+
 def library_hash() -> str:
-    "Hash of the installed posvec_lib source (any method change invalidates results)."
+    "Hash of the installed posvec_lib source a result is computed with (any method change invalidates results; the runner's own module is left out)."
     import posvec_lib
     h = hashlib.sha256()
     for f in sorted(Path(posvec_lib.__file__).parent.glob("*.py")):
-        if f.name != "_modidx.py": h.update(f.name.encode()); h.update(f.read_bytes())
+        if f.name not in RUNNER_MODULES: h.update(f.name.encode()); h.update(f.read_bytes())
     return h.hexdigest()[:12]
 
 def inputs_hash(art: Artifact, profile: Profile) -> str:
@@ -129,8 +132,13 @@ def _claims_problem(res: dict) -> str | None:
             return f"a claim is not a {{claim, verdict in {VERDICTS}}} record: {str(c)[:120]}"
     return None
 
+def computed_path(art: Artifact, profile: Profile) -> Path:
+    "This machine's record that it computed an artifact (under the ignored runs/): a clone's committed results are not computed here."
+    return project_root() / "runs" / profile.results_name / f"{art.name}.computed.json"
+
 def status(art: Artifact, profile: Profile) -> dict:
-    "Status: 'done' (current), 'stale' (inputs changed), 'unrecorded', 'damaged', 'failed' or 'missing'; reads only, never raises."
+    """Status: 'done' (current), 'stale' (inputs changed), 'unrecorded', 'damaged', 'failed' or 'missing'; reads only, never raises.
+    `here`: this machine computed the current result (False for the results a fresh clone brings: `reproduce` recomputes those)."""
     d = figures_dir(profile, art.name, create=False)
     old = d.parent / f".{d.name}.old"
     if not d.exists() and old.exists(): d = old          # a batch is swapping this folder right now: the last good one
@@ -149,7 +157,8 @@ def status(art: Artifact, profile: Profile) -> dict:
     elif run: st, problem = "damaged", f"{d / 'run.json'} has no result.json beside it"
     else: st = "failed" if fail else "missing"
     if fail and run and (fail.get("finished") or "") < (run.get("finished") or ""): fail = None   # an older failure, since fixed
-    out = dict(artifact=art.name, items=list(art.items), status=st, wall_time_s=(run or {}).get("wall_time_s"),
+    here = st == "done" and (read_record(computed_path(art, profile))[0] or {}).get("inputs") == run.get("inputs")
+    out = dict(artifact=art.name, items=list(art.items), status=st, here=here, wall_time_s=(run or {}).get("wall_time_s"),
                finished=(run or {}).get("finished"), error=(fail or {}).get("error") or (run or {}).get("error"), problem=problem)
     if fail and st in ("done", "stale"): out["last_attempt"] = f"failed at {fail.get('finished')}; the previous result is kept"
     return out
@@ -209,6 +218,7 @@ def run_artifact(art: Artifact, profile: Profile, overrides: dict | None = None,
         write_json(stage / "run.json", rec)
         swap_in(stage, fig)                                 # result, figures and run record replace the old ones together
         failure_path(art, profile).unlink(missing_ok=True)
+        write_json(computed_path(art, profile), {k: rec[k] for k in ("inputs", "commit", "finished", "wall_time_s")})
     else:                                                   # the last good result (if any) stays as it was
         write_json(failure_path(art, profile), rec)
         shutil.rmtree(staging_dir(fig), ignore_errors=True)
@@ -276,6 +286,67 @@ def check_runnable(P: Profile):
     root = project_root()
     for d in (root / "figures" / P.results_name, root / "runs" / P.results_name, root / "data" / "cache"): writable(d)
 
+# %% ../nbs/11_reproduce.ipynb #5ad790b9
+def _leaves(obj, prefix: str = "") -> dict:
+    "Numeric leaves of nested dicts/lists as {path: float} (bools and strings left out)."
+    out = {}
+    if isinstance(obj, dict):
+        for k, v in obj.items(): out.update(_leaves(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj): out.update(_leaves(v, f"{prefix}[{i}]"))
+    elif isinstance(obj, (int, float)) and not isinstance(obj, bool): out[prefix] = float(obj)
+    return out
+
+def _noise_of(values: dict, key: str):
+    "The noise estimate recorded beside a claim's value `key` (`key_noise`, the estimate's `_noise` for its `_lo`/`_hi`, or `noise`)."
+    base = key[:-3] if key.endswith(("_lo", "_hi")) else key
+    for k in (f"{key}_noise", f"{base}_noise", "noise"):
+        v = values.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and k != key: return abs(float(v))
+    return None
+
+def compare_results(ref: dict, new: dict, top: int = 3) -> dict:
+    """How a new result agrees with a reference one (e.g. the committed figures): 'identical' (every number and verdict equal),
+    'within noise' (same verdicts; every claim value that moved moved by at most its recorded noise estimate) or 'different'.
+    Wall-clock claims are left out; the numbers outside claims are compared and counted but have no noise estimate to judge by."""
+    vol = {v[len("claim: "):] for v in ref.get("volatile", []) + new.get("volatile", []) if v.startswith("claim: ")}
+    rc = {c["claim"]: c for c in ref.get("claims", []) if c["claim"] not in vol}
+    nc = {c["claim"]: c for c in new.get("claims", []) if c["claim"] not in vol}
+    changed = [dict(claim=k, ref=rc[k]["verdict"], new=nc[k]["verdict"]) for k in rc if k in nc and rc[k]["verdict"] != nc[k]["verdict"]]
+    only = sorted(set(rc) ^ set(nc))                         # claims one side has and the other does not
+    diffs, beyond = [], 0
+    for k in set(rc) & set(nc):
+        rv, nv = rc[k].get("values", {}), nc[k].get("values", {})
+        a, b = _leaves(rv), _leaves(nv)
+        for key in set(a) & set(b):
+            if a[key] == b[key]: continue
+            noise = [x for x in (_noise_of(rv, key), _noise_of(nv, key)) if x is not None]
+            ok = bool(noise) and abs(b[key] - a[key]) <= max(noise)
+            beyond += not ok
+            diffs.append(dict(key=f"{k[:60]} :: {key}", ref=a[key], new=b[key], noise=max(noise) if noise else None, within=ok))
+    na, nb = _leaves(ref.get("numbers", {})), _leaves(new.get("numbers", {}))
+    num = [dict(key=k, ref=na[k], new=nb[k], noise=None, within=False) for k in set(na) & set(nb) if na[k] != nb[k]]
+    n_values = sum(len(set(_leaves(rc[k].get("values", {}))) & set(_leaves(nc[k].get("values", {})))) for k in set(rc) & set(nc)) \
+               + len(set(na) & set(nb))
+    if not (diffs or num or changed or only or set(na) ^ set(nb)): agreement = "identical"
+    elif not (changed or only or beyond): agreement = "within noise"
+    else: agreement = "different"
+    rel = lambda d: abs(d["new"] - d["ref"]) / max(abs(d["ref"]), 1e-12)
+    return dict(agreement=agreement, values=n_values, differing=len(diffs) + len(num), beyond_noise=beyond,
+                verdict_changes=changed, claims_only_one_side=only, largest=sorted(diffs + num, key=rel, reverse=True)[:top])
+
+def agreement_lines(agreement: dict) -> list[str]:
+    "The agreement table a batch ends with (Markdown): per artifact, how its new result compares with the one it replaced."
+    out = ["| artifact | agreement | values compared | differing (beyond noise) | verdict changes | largest relative differences | reference |",
+           "|---|---|---|---|---|---|---|"]
+    for name, a in agreement.items():
+        big = "; ".join(f"{d['key']}: {d['ref']:.4g} → {d['new']:.4g}" + (f" (noise {d['noise']:.2g})" if d["noise"] else "")
+                        for d in a["largest"]) or "–"
+        vc = "; ".join(f"{c['claim'][:50]}: {c['ref']} → {c['new']}" for c in a["verdict_changes"]) or "none"
+        out.append(f"| {name} | {a['agreement']} | {a['values']} | {a['differing']} ({a['beyond_noise']}) | {vc} | {big.replace('|', '/')} "
+                   f"| {a.get('reference_status', '')} result of {(a.get('reference_commit') or '?')[:12]} |")
+    return out
+
 # %% ../nbs/11_reproduce.ipynb #1c1a6405
 class BatchLocked(RuntimeError):
     "Another batch of the same profile runs in this clone."
@@ -299,36 +370,96 @@ def batch_lock(P: Profile, wait: bool = False):
         yield path
     finally: f.close()
 
+def plan(P: Profile, arts: list, force: bool = False, trust_committed: bool = False) -> list[dict]:
+    """What a batch would do with each artifact and why, with the wall time its last recorded run took (None if never run).
+    A result this machine did not compute (a fresh clone's committed figures) is recomputed unless `trust_committed`."""
+    rows = []
+    for art in arts:
+        st = status(art, P)
+        if force: why = "--force"
+        elif st["status"] == "done" and (st["here"] or trust_committed):
+            why = None
+        elif st["status"] == "done": why = "current result committed, not computed on this machine (it becomes the reference)"
+        elif st["status"] == "stale": why = "inputs changed (notebook, library or knobs) since its result"
+        elif st["status"] == "damaged": why = f"damaged record, treated as missing: {st['problem']}"
+        else: why = {"missing": "no result yet", "failed": "its last attempt failed",
+                     "unrecorded": "its result was written outside the runner"}.get(st["status"], st["status"])
+        rows.append(dict(artifact=art.name, status=st["status"], here=st["here"], run=why is not None,
+                         why=why or ("up to date, skipped" if st["here"] else "up to date (not computed here; --trust-committed), skipped"),
+                         recorded_s=st.get("wall_time_s"), about=art.about))
+    return rows
+
+def _eta(rows) -> str:
+    known = [r["recorded_s"] for r in rows if r["run"] and r["recorded_s"]]
+    unknown = sum(1 for r in rows if r["run"] and not r["recorded_s"])
+    s = f"~{sum(known) / 60:.0f} min" if known else "unknown"
+    return s + (f" + {unknown} artifact(s) never timed" if unknown and known else "")
+
+def print_plan(P: Profile, rows: list[dict]):
+    "The dry run: one line per artifact (run or skip, why, its last recorded wall time) and the estimated total."
+    print(f"posvec reproduce --profile {P.name} --dry-run: results in figures/{P.results_name}/")
+    for r in rows:
+        t = f"{r['recorded_s'] / 60:5.1f} min" if r["recorded_s"] else "    ?    "
+        print(f"  {'run ' if r['run'] else 'skip'} {r['artifact']:<16} {t}  {r['why']}")
+    n = sum(r["run"] for r in rows)
+    print(f"{n} of {len(rows)} would run; estimated {_eta(rows)} from the wall times their last runs recorded "
+          "(run.json; those runs had warm caches unless the zoo was trained in them: an empty data/cache adds the zoo's training)")
+
 def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False, overrides: dict | None = None,
-              report: bool = True, allow_no_gpu: bool = False, wait: bool = False) -> dict:
-    "Run the selected artifacts in order, skipping current ones unless `force`; returns a summary (ok, failed, skipped)."
+              report: bool = True, allow_no_gpu: bool = False, wait: bool = False, trust_committed: bool = False,
+              dry_run: bool = False) -> dict:
+    """Run the selected artifacts in order, skipping those this machine already computed and that are current (unless `force`);
+    a committed result not computed here is recomputed and compared with (`trust_committed` skips it instead).
+    `dry_run`: print what would run and why, with an estimated time, and run nothing. Returns a summary (ok, failed, skipped, agreement)."""
     P = get_profile(profile, **(overrides or {})) if isinstance(profile, str) else profile
     arts = select(only)
+    if dry_run:
+        rows = plan(P, arts, force, trust_committed); print_plan(P, rows)
+        return dict(profile=P.name, results=P.results_name, plan=rows, ok=[], failed=[], skipped=[r["artifact"] for r in rows if not r["run"]])
     Q = preflight(P, allow_no_gpu)
     if Q.device != P.device: P, overrides = Q, {**(overrides or {}), "device": Q.device}   # --allow-no-gpu: the notebooks see it too
     check_runnable(P)
     with batch_lock(P, wait):
-        return _run_batch(P, arts, force, overrides, report)
+        return _run_batch(P, arts, force, overrides, report, trust_committed)
 
-def _run_batch(P: Profile, arts: list, force: bool, overrides: dict | None, report: bool) -> dict:
+def _reference(art: Artifact, P: Profile) -> dict | None:
+    "The result an artifact's rerun is compared with: the one in its folder now (the committed one on a fresh clone), with its commit."
+    d = figures_dir(P, art.name, create=False)
+    res = read_record(d / "result.json", RESULT_KEYS)[0]
+    if res is None: return None
+    return dict(result=res, commit=(read_record(d / "run.json")[0] or {}).get("commit", ""), status=status(art, P)["status"])
+
+def _run_batch(P: Profile, arts: list, force: bool, overrides: dict | None, report: bool, trust_committed: bool = False) -> dict:
     log_dir = project_root() / "runs" / P.results_name; log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     def log(msg):
         line = f"[{time.strftime('%H:%M:%S')}] {msg}"; print(line, flush=True)
         with disk_errors(log_dir), open(log_path, "a") as f: f.write(line + "\n")
-    summary, t0 = dict(profile=P.name, results=P.results_name, ok=[], failed=[], skipped=[], log=str(log_path)), time.time()
+    summary, t0 = dict(profile=P.name, results=P.results_name, ok=[], failed=[], skipped=[], agreement={}, log=str(log_path)), time.time()
+    rows = {r["artifact"]: r for r in plan(P, arts, force, trust_committed)}
     log(f"reproduce profile={P.name} artifacts={[a.name for a in arts]} force={force}"
         + (f" overrides={P.overrides()} -> results in figures/{P.results_name}/" if P.results_name != P.name else ""))
     for i, art in enumerate(arts, 1):
-        st = status(art, P)
-        if st["status"] == "damaged": log(f"[{i}/{len(arts)}] {art.name}: {st['problem']}; treated as missing")
-        if not force and st["status"] == "done":
-            log(f"[{i}/{len(arts)}] {art.name}: up to date, skipped"); summary["skipped"].append(art.name); continue
-        log(f"[{i}/{len(arts)}] {art.name}: running ({art.about})")
+        row = rows[art.name]
+        if not row["run"]:
+            log(f"[{i}/{len(arts)}] {art.name}: {row['why']}"); summary["skipped"].append(art.name); continue
+        left = [r for r in rows.values() if r["run"] and r["artifact"] not in summary["ok"] + summary["failed"]]
+        log(f"[{i}/{len(arts)}] {art.name}: running ({row['why']}) · batch {(time.time() - t0) / 60:.0f} min in, "
+            f"{_eta(left)} left by recorded timings")
+        ref = _reference(art, P)
         rec = run_artifact(art, P, overrides, log)
         summary["ok" if rec["status"] == "ok" else "failed"].append(art.name)
-        log(f"[{i}/{len(arts)}] {art.name}: {rec['status']} in {rec['wall_time_s']:.0f}s")
+        if rec["status"] == "ok" and ref:
+            new = read_record(figures_dir(P, art.name, create=False) / "result.json", RESULT_KEYS)[0] or {}
+            summary["agreement"][art.name] = dict(compare_results(ref["result"], new), reference_commit=ref["commit"],
+                                                  reference_status=ref["status"])
+        log(f"[{i}/{len(arts)}] {art.name}: {rec['status']} in {rec['wall_time_s']:.0f}s"
+            + (f"; {summary['agreement'][art.name]['agreement']} to the result it replaced" if art.name in summary["agreement"] else ""))
     summary["wall_time_s"] = round(time.time() - t0, 1)
+    if summary["agreement"]:
+        lines = agreement_lines(summary["agreement"])
+        for line in lines: log(line)
+        with disk_errors(log_dir): atomic_write(log_dir / "agreement.md", "\n".join(lines) + "\n")
     if report: summary["report"] = str(write_report(P))
     log(f"done in {summary['wall_time_s']:.0f}s: ok={summary['ok']} failed={summary['failed']} skipped={summary['skipped']}")
     write_json(log_dir / "summary.json", summary)
@@ -606,7 +737,8 @@ def _print_listing(L: dict):
     print(f"profile {L['profile']}" + (f" (results in figures/{L['results']}/)" if L.get("results", L["profile"]) != L["profile"] else ""))
     for s in L["artifacts"]:
         t = f"{s['wall_time_s']:.0f}s at {s['finished']}" if s.get("wall_time_s") else ""
-        print(f"  {s['artifact']:<16} {s['status']:<8} {t:<30} {', '.join(s['items'])}")
+        here = "here" if s.get("here") else "committed" if s["status"] == "done" else ""
+        print(f"  {s['artifact']:<16} {s['status']:<8} {here:<10} {t:<30} {', '.join(s['items'])}")
         for k in ("problem", "last_attempt"):
             if s.get(k): print(f"  {'':<16} {s[k]}")
     print(f"paper items covered: {len(PAPER_ITEMS) - len(L['missing'])}/{len(PAPER_ITEMS)}; missing: {', '.join(L['missing']) or 'none'}")
@@ -619,6 +751,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--only", default=None, help="comma-separated artifact names")
     r.add_argument("--force", action="store_true", help="rerun artifacts that are up to date")
     r.add_argument("--wait", action="store_true", help="if another batch of this profile runs in this clone, wait for it")
+    r.add_argument("--dry-run", action="store_true", help="print what would run and why, with an estimated time; run nothing")
+    r.add_argument("--trust-committed", action="store_true",
+                   help="skip current results this machine did not compute (a fresh clone's committed figures) instead of recomputing them")
     l = sub.add_parser("list", help="artifacts, their status and the paper items they cover"); l.add_argument("--json", action="store_true")
     rp = sub.add_parser("report", help="write figures/<profile>/REPORT.md and REPORT.html")
     for p in (r, l, rp):
@@ -637,7 +772,8 @@ def main(argv: list[str] | None = None) -> int:
             import torch
             if not torch.cuda.is_available(): P = get_profile(P, device="cpu")
         if a.cmd == "reproduce":
-            s = reproduce(P, a.only, a.force, P.overrides(), allow_no_gpu=a.allow_no_gpu, wait=a.wait)
+            s = reproduce(P, a.only, a.force, P.overrides(), allow_no_gpu=a.allow_no_gpu, wait=a.wait,
+                          trust_committed=a.trust_committed, dry_run=a.dry_run)
             return 1 if s["failed"] else 0
         if a.cmd == "list":
             L = list_artifacts(P)

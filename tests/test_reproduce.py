@@ -28,6 +28,21 @@ def test_second_run_skips_finished(smoke_run, root, venv_bin):
     r = posvec(venv_bin, "reproduce", "--profile", "smoke", cwd=root)
     assert r.returncode == 0 and "up to date, skipped" in r.stdout and "running" not in r.stdout, r.stdout
 
+def test_committed_result_is_recomputed_and_compared(smoke_run, root, venv_bin):
+    "A current result this machine did not compute (a fresh clone's figures) is rerun, and the batch says how it agrees."
+    (root / "runs" / "smoke" / "pose_coverage.computed.json").unlink()
+    dry = posvec(venv_bin, "reproduce", "--profile", "smoke", "--only", "pose_coverage,B_ppl", "--dry-run", cwd=root)
+    assert dry.returncode == 0 and "run  pose_coverage" in dry.stdout and "not computed on this machine" in dry.stdout, dry.stdout
+    assert "skip B_ppl" in dry.stdout and "1 of 2 would run" in dry.stdout, dry.stdout
+    trusted = posvec(venv_bin, "reproduce", "--profile", "smoke", "--only", "pose_coverage", "--trust-committed", cwd=root)
+    assert trusted.returncode == 0 and "--trust-committed), skipped" in trusted.stdout, trusted.stdout
+    r = posvec(venv_bin, "reproduce", "--profile", "smoke", "--only", "pose_coverage", cwd=root)
+    assert r.returncode == 0 and "pose_coverage: running (current result committed" in r.stdout, r.stdout
+    assert "identical to the result it replaced" in r.stdout, r.stdout      # seeded: the same numbers and verdicts
+    table = (root / "runs" / "smoke" / "agreement.md").read_text()
+    assert "| pose_coverage | identical |" in table, table
+    assert (root / "runs" / "smoke" / "pose_coverage.computed.json").exists()
+
 def test_list_json(smoke_run, root, venv_bin):
     r = posvec(venv_bin, "list", "--profile", "smoke", "--json", cwd=root)
     L = json.loads(r.stdout)
