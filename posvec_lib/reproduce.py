@@ -12,13 +12,13 @@ from .config import (PROFILES, Profile, get_profile, project_root, figures_dir, 
                                disk_errors)
 
 # %% auto #0
-__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'RUNNER_MODULES', 'RESULT_KEYS', 'LOCAL_CORPORA', 'REPORT_KNOBS', 'VERDICT_ORDER',
-           'Artifact', 'check_items', 'select', 'experiments_dir', 'library_hash', 'inputs_hash', 'read_record',
-           'failure_path', 'computed_path', 'status', 'git_commit', 'run_artifact', 'preflight', 'check_runnable',
-           'compare_results', 'agreement_lines', 'BatchLocked', 'batch_lock', 'plan', 'print_plan', 'reproduce',
-           'list_artifacts', 'claim_counts', 'report_data', 'write_report', 'write_html_report', 'main']
+__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'RUNNER_MODULES', 'RESULT_KEYS', 'LOCAL_CORPORA', 'HUB_NAME', 'GPU_ASSUMPTION', 'Artifact',
+           'check_items', 'select', 'experiments_dir', 'library_hash', 'inputs_hash', 'read_record', 'failure_path',
+           'computed_path', 'status', 'git_commit', 'run_artifact', 'preflight', 'check_runnable', 'compare_results',
+           'agreement_lines', 'committed_result', 'agreement_with', 'BatchLocked', 'batch_lock', 'plan', 'print_plan',
+           'reproduce', 'list_artifacts', 'llama_parameters', 'profile_plan', 'print_profile_plan', 'main']
 
-# %% ../nbs/11_reproduce.ipynb #5b06b39e
+# %% ../nbs/11_reproduce.ipynb #78f5e64a
 PAPER_ITEMS = (
     [f"A Fig. {i}" for i in range(1, 17)] + [f"A Table {i}" for i in (1, 2, 3, 4, 6, 7, 8, 9)] +
     ["A rebuttal from-scratch models", "A rebuttal mainstream ablations", "A rebuttal ICL repetition",
@@ -33,6 +33,7 @@ class Artifact:
     items: tuple
     about: str
 
+# %% ../nbs/11_reproduce.ipynb #54d9689f
 ARTIFACTS: dict[str, Artifact] = {a.name: a for a in [
     Artifact("zoo", ("A Table 1", "A rebuttal from-scratch models"),
              "trains (or reuses) the model zoo; zoo table, loss curves, PPL by length, sinks, initial positional vectors"),
@@ -73,6 +74,7 @@ def check_items():
         if bad: raise ValueError(f"artifact {a.name!r} names unknown paper items {bad}; known: {PAPER_ITEMS}")
 check_items()
 
+# %% ../nbs/11_reproduce.ipynb #dde40c58
 def select(only: str | list | None) -> list[Artifact]:
     "Artifacts by name (comma-separated string or list); unknown names raise with the allowed ones."
     if only is None: return list(ARTIFACTS.values())
@@ -82,7 +84,7 @@ def select(only: str | list | None) -> list[Artifact]:
     if bad: raise ValueError(f"unknown artifact(s) {bad}; allowed: {list(ARTIFACTS)}")
     return [ARTIFACTS[n] for n in names]
 
-# %% ../nbs/11_reproduce.ipynb #1a987dc2
+# %% ../nbs/11_reproduce.ipynb #b5aeddaa
 def experiments_dir() -> Path:
     "nbs/experiments of the checkout (the runner needs the repository, not only the installed library)."
     d = project_root() / "nbs" / "experiments"
@@ -91,7 +93,8 @@ def experiments_dir() -> Path:
                                 "(or set POSVEC_HOME to one)")
     return d
 
-RUNNER_MODULES = ("_modidx.py", "reproduce.py")   # the batch runner and report writer: no result imports them
+# %% ../nbs/11_reproduce.ipynb #d8888a04
+RUNNER_MODULES = ("_modidx.py", "reproduce.py", "report.py")   # the batch runner and the report writer: no result imports them
 
 def library_hash() -> str:
     "Hash of the installed posvec_lib source a result is computed with (any method change invalidates results; the runner's own module is left out)."
@@ -101,11 +104,13 @@ def library_hash() -> str:
         if f.name not in RUNNER_MODULES: h.update(f.name.encode()); h.update(f.read_bytes())
     return h.hexdigest()[:12]
 
+# %% ../nbs/11_reproduce.ipynb #7329fc38
 def inputs_hash(art: Artifact, profile: Profile) -> str:
     "What an artifact's result depends on: its notebook, the library source and the profile knobs."
     nb = (experiments_dir() / f"{art.name}.ipynb").read_bytes()
     return hashlib.sha256(nb + library_hash().encode() + profile.digest().encode()).hexdigest()[:16]
 
+# %% ../nbs/11_reproduce.ipynb #cf86302b
 RESULT_KEYS = ("artifact", "claims", "figures", "tables", "numbers")
 
 def read_record(path: Path, keys: tuple = ()) -> tuple[dict | None, str | None]:
@@ -120,10 +125,12 @@ def read_record(path: Path, keys: tuple = ()) -> tuple[dict | None, str | None]:
     if lacking: return None, f"{path} is damaged: it lacks {lacking}"
     return obj, None
 
+# %% ../nbs/11_reproduce.ipynb #814cf3f5
 def failure_path(art: Artifact, profile: Profile) -> Path:
     "Where the last failed attempt at an artifact is recorded (under runs/, so the last good result stays untouched)."
     return project_root() / "runs" / profile.results_name / f"{art.name}.failed.json"
 
+# %% ../nbs/11_reproduce.ipynb #b09c14ad
 def _claims_problem(res: dict) -> str | None:
     "What is wrong with a result's claims, if anything (the report reads every one)."
     if not isinstance(res.get("claims"), list): return "'claims' is not a list"
@@ -136,6 +143,7 @@ def computed_path(art: Artifact, profile: Profile) -> Path:
     "This machine's record that it computed an artifact (under the ignored runs/): a clone's committed results are not computed here."
     return project_root() / "runs" / profile.results_name / f"{art.name}.computed.json"
 
+# %% ../nbs/11_reproduce.ipynb #4274d28c
 def status(art: Artifact, profile: Profile) -> dict:
     """Status: 'done' (current), 'stale' (inputs changed), 'unrecorded', 'damaged', 'failed' or 'missing'; reads only, never raises.
     `here`: this machine computed the current result (False for the results a fresh clone brings: `reproduce` recomputes those)."""
@@ -163,19 +171,21 @@ def status(art: Artifact, profile: Profile) -> dict:
     if fail and st in ("done", "stale"): out["last_attempt"] = f"failed at {fail.get('finished')}; the previous result is kept"
     return out
 
-# %% ../nbs/11_reproduce.ipynb #5332be8c
+# %% ../nbs/11_reproduce.ipynb #1878eed4
 def git_commit(root: Path | None = None) -> str:
-    "HEAD of the git checkout at `root` (the project root), '+dirty' when it has uncommitted changes; '' outside a checkout."
+    """HEAD of the git checkout at `root` (the project root), '+dirty' when it has uncommitted changes outside `figures/`; '' outside a
+    checkout. A batch's own outputs (figures/, and runs/, which git ignores) never make the code it ran dirty."""
     root = Path(root or project_root())
     def git(*args):
         return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=60)
     try:
         head = git("rev-parse", "HEAD")
         if head.returncode != 0: return ""
-        dirty = git("status", "--porcelain")
+        dirty = git("status", "--porcelain", "--", ".", ":(exclude)figures")
         return head.stdout.strip() + ("+dirty" if dirty.returncode == 0 and dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError): return ""       # no git installed, or it hangs
 
+# %% ../nbs/11_reproduce.ipynb #c0fb348e
 _git_commit = git_commit
 
 def run_artifact(art: Artifact, profile: Profile, overrides: dict | None = None, log=print) -> dict:
@@ -225,8 +235,6 @@ def run_artifact(art: Artifact, profile: Profile, overrides: dict | None = None,
         if fig.exists(): log(f"{art.name}: the previous result in {fig} is kept")
     return rec
 
-
-
 # %% ../nbs/11_reproduce.ipynb #25cb42c1
 def _failing_cell(nb_path: Path) -> dict:
     "Index, execution count and source of the cell whose output is an error in an executed notebook."
@@ -237,7 +245,7 @@ def _failing_cell(nb_path: Path) -> dict:
             return dict(cell_index=i, execution_count=c.get("execution_count"), cell_source="".join(c["source"])[:1000])
     return {}
 
-# %% ../nbs/11_reproduce.ipynb #fa68ca9b
+# %% ../nbs/11_reproduce.ipynb #ffcef255
 LOCAL_CORPORA = ("stdlib", "stdlib-tests")
 
 def _offline() -> bool:
@@ -277,6 +285,7 @@ def preflight(P: Profile, allow_no_gpu: bool = False) -> Profile:
     for m in P.paper_models: _check_source("paper_models", m, "model")
     return P
 
+# %% ../nbs/11_reproduce.ipynb #9bb1cf6c
 def check_runnable(P: Profile):
     "The batch's own needs, before any work: the `repro` extra is installed and every folder it writes takes a file."
     missing = [m for m in ("papermill", "nbformat", "ipykernel") if importlib.util.find_spec(m) is None]
@@ -286,7 +295,7 @@ def check_runnable(P: Profile):
     root = project_root()
     for d in (root / "figures" / P.results_name, root / "runs" / P.results_name, root / "data" / "cache"): writable(d)
 
-# %% ../nbs/11_reproduce.ipynb #5ad790b9
+# %% ../nbs/11_reproduce.ipynb #aff9dd32
 def _leaves(obj, prefix: str = "") -> dict:
     "Numeric leaves of nested dicts/lists as {path: float} (bools and strings left out)."
     out = {}
@@ -296,6 +305,8 @@ def _leaves(obj, prefix: str = "") -> dict:
         for i, v in enumerate(obj): out.update(_leaves(v, f"{prefix}[{i}]"))
     elif isinstance(obj, (int, float)) and not isinstance(obj, bool): out[prefix] = float(obj)
     return out
+
+def _same(x: float, y: float) -> bool: return x == y or (x != x and y != y)      # NaN (not measured) on both sides is no change
 
 def _noise_of(values: dict, key: str):
     "The noise estimate recorded beside a claim's value `key` (`key_noise`, the estimate's `_noise` for its `_lo`/`_hi`, or `noise`)."
@@ -319,13 +330,13 @@ def compare_results(ref: dict, new: dict, top: int = 3) -> dict:
         rv, nv = rc[k].get("values", {}), nc[k].get("values", {})
         a, b = _leaves(rv), _leaves(nv)
         for key in set(a) & set(b):
-            if a[key] == b[key]: continue
+            if _same(a[key], b[key]): continue
             noise = [x for x in (_noise_of(rv, key), _noise_of(nv, key)) if x is not None]
             ok = bool(noise) and abs(b[key] - a[key]) <= max(noise)
             beyond += not ok
             diffs.append(dict(key=f"{k[:60]} :: {key}", ref=a[key], new=b[key], noise=max(noise) if noise else None, within=ok))
     na, nb = _leaves(ref.get("numbers", {})), _leaves(new.get("numbers", {}))
-    num = [dict(key=k, ref=na[k], new=nb[k], noise=None, within=False) for k in set(na) & set(nb) if na[k] != nb[k]]
+    num = [dict(key=k, ref=na[k], new=nb[k], noise=None, within=False) for k in set(na) & set(nb) if not _same(na[k], nb[k])]
     n_values = sum(len(set(_leaves(rc[k].get("values", {}))) & set(_leaves(nc[k].get("values", {})))) for k in set(rc) & set(nc)) \
                + len(set(na) & set(nb))
     if not (diffs or num or changed or only or set(na) ^ set(nb)): agreement = "identical"
@@ -335,6 +346,7 @@ def compare_results(ref: dict, new: dict, top: int = 3) -> dict:
     return dict(agreement=agreement, values=n_values, differing=len(diffs) + len(num), beyond_noise=beyond,
                 verdict_changes=changed, claims_only_one_side=only, largest=sorted(diffs + num, key=rel, reverse=True)[:top])
 
+# %% ../nbs/11_reproduce.ipynb #94178ef2
 def agreement_lines(agreement: dict) -> list[str]:
     "The agreement table a batch ends with (Markdown): per artifact, how its new result compares with the one it replaced."
     out = ["| artifact | agreement | values compared | differing (beyond noise) | verdict changes | largest relative differences | reference |",
@@ -347,10 +359,35 @@ def agreement_lines(agreement: dict) -> list[str]:
                    f"| {a.get('reference_status', '')} result of {(a.get('reference_commit') or '?')[:12]} |")
     return out
 
-# %% ../nbs/11_reproduce.ipynb #1c1a6405
+# %% ../nbs/11_reproduce.ipynb #586cd966
+def committed_result(art: Artifact, P: Profile, commit: str = "HEAD") -> dict | None:
+    "An artifact's result.json as committed at `commit` (None when that commit has none or this is not a git checkout)."
+    path = f"figures/{P.results_name}/{art.name}/result.json"
+    try: r = subprocess.run(["git", "-C", str(project_root()), "show", f"{commit}:{path}"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError): return None
+    if r.returncode != 0: return None
+    try: return json.loads(r.stdout)
+    except ValueError: return None
+
+# %% ../nbs/11_reproduce.ipynb #1eb678b0
+def agreement_with(P: Profile, commit: str = "HEAD", only=None) -> dict:
+    "How the results in this checkout's figures/ agree with those committed at `commit`, per artifact (see `compare_results`)."
+    r = subprocess.run(["git", "-C", str(project_root()), "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
+                       capture_output=True, text=True)
+    sha = r.stdout.strip() if r.returncode == 0 else ""
+    if not sha: raise ValueError(f"unknown commit {commit!r} in {project_root()}; give a commit, branch or tag of this checkout")
+    out = {}
+    for art in select(only):
+        ref = committed_result(art, P, sha)
+        new = read_record(figures_dir(P, art.name, create=False) / "result.json", RESULT_KEYS)[0]
+        if ref and new: out[art.name] = dict(compare_results(ref, new), reference_commit=sha, reference_status="committed")
+    return out
+
+# %% ../nbs/11_reproduce.ipynb #03594d38
 class BatchLocked(RuntimeError):
     "Another batch of the same profile runs in this clone."
 
+# %% ../nbs/11_reproduce.ipynb #a93c75cf
 @contextlib.contextmanager
 def batch_lock(P: Profile, wait: bool = False):
     "One batch per profile and clone (they share caches): a second one waits (`wait`) or is refused, naming the holder."
@@ -370,6 +407,7 @@ def batch_lock(P: Profile, wait: bool = False):
         yield path
     finally: f.close()
 
+# %% ../nbs/11_reproduce.ipynb #4514c1ef
 def plan(P: Profile, arts: list, force: bool = False, trust_committed: bool = False) -> list[dict]:
     """What a batch would do with each artifact and why, with the wall time its last recorded run took (None if never run).
     A result this machine did not compute (a fresh clone's committed figures) is recomputed unless `trust_committed`."""
@@ -389,6 +427,7 @@ def plan(P: Profile, arts: list, force: bool = False, trust_committed: bool = Fa
                          recorded_s=st.get("wall_time_s"), about=art.about))
     return rows
 
+# %% ../nbs/11_reproduce.ipynb #9c4e0911
 def _eta(rows) -> str:
     known = [r["recorded_s"] for r in rows if r["run"] and r["recorded_s"]]
     unknown = sum(1 for r in rows if r["run"] and not r["recorded_s"])
@@ -405,6 +444,7 @@ def print_plan(P: Profile, rows: list[dict]):
     print(f"{n} of {len(rows)} would run; estimated {_eta(rows)} from the wall times their last runs recorded "
           "(run.json; those runs had warm caches unless the zoo was trained in them: an empty data/cache adds the zoo's training)")
 
+# %% ../nbs/11_reproduce.ipynb #c856759d
 def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False, overrides: dict | None = None,
               report: bool = True, allow_no_gpu: bool = False, wait: bool = False, trust_committed: bool = False,
               dry_run: bool = False) -> dict:
@@ -460,12 +500,14 @@ def _run_batch(P: Profile, arts: list, force: bool, overrides: dict | None, repo
         lines = agreement_lines(summary["agreement"])
         for line in lines: log(line)
         with disk_errors(log_dir): atomic_write(log_dir / "agreement.md", "\n".join(lines) + "\n")
-    if report: summary["report"] = str(write_report(P))
+    if report:
+        from posvec_lib.report import write_report
+        summary["report"] = str(write_report(P))
     log(f"done in {summary['wall_time_s']:.0f}s: ok={summary['ok']} failed={summary['failed']} skipped={summary['skipped']}")
     write_json(log_dir / "summary.json", summary)
     return summary
 
-# %% ../nbs/11_reproduce.ipynb #fc253c15
+# %% ../nbs/11_reproduce.ipynb #03ee1c34
 def list_artifacts(profile: str | Profile = "cpu") -> dict:
     "Artifacts with status, and paper items with the artifact covering them."
     P = get_profile(profile) if isinstance(profile, str) else profile
@@ -473,249 +515,157 @@ def list_artifacts(profile: str | Profile = "cpu") -> dict:
     cover = {i: [a.name for a in ARTIFACTS.values() if i in a.items] for i in PAPER_ITEMS}
     return dict(profile=P.name, results=P.results_name, artifacts=arts, items=cover, missing=[i for i, a in cover.items() if not a])
 
-REPORT_KNOBS = ("device", "dtype", "seed", "threads", "C", "window", "small_window", "d_model", "n_layers", "n_heads", "d_ff",
-                "train_steps", "batch_size", "lr", "corpus", "corpus_max_files", "eval_corpus", "second_corpus", "tokenizer",
-                "vocab_size", "base_model", "n_samples", "max_factor", "ext_factors", "pose_targets", "pose_steps",
-                "pose_batch_size", "pose_lr", "zoo", "pretrained", "pretrained_model", "pretrained_length", "pretrained_samples")
-
-def claim_counts(res: dict) -> dict:
-    "Claims of one result by verdict; wall-clock checks (volatile) and sanity checks (kind 'sanity') counted apart, never in the headline."
-    vol = {v[len("claim: "):] for v in res.get("volatile", []) if v.startswith("claim: ")}
-    n = {"holds": 0, "fails": 0, "not measurable": 0, "wall-clock": 0, "sanity": 0}
-    for c in res.get("claims", []):
-        n["wall-clock" if c["claim"] in vol else "sanity" if c.get("kind") == "sanity" else c["verdict"]] += 1
-    return n
-
-def _read_json(path: Path):
-    try: return json.loads(Path(path).read_text())
-    except (OSError, ValueError): return None
-
 def _jsonable(v): return json.loads(json.dumps(v, default=str))
 
-def report_data(P: Profile) -> dict:
-    "Everything the report shows, gathered from the result.json / run.json files of profile `P`."
-    L = list_artifacts(P); root = figures_dir(P, create=False)
-    counts, rows, findings = {"holds": 0, "fails": 0, "not measurable": 0, "wall-clock": 0, "sanity": 0}, [], []
-    zoo, tuned, corpora, pre = {}, {}, {}, {}
-    knobs = _jsonable(P.knobs)
-    for a in L["artifacts"]:
-        name = a["artifact"]
-        ok = a["status"] in ("done", "stale", "unrecorded")   # a damaged record is named in the summary, never read
-        res = read_record(root / name / "result.json", RESULT_KEYS)[0] if ok else None
-        run = (read_record(root / name / "run.json")[0] if ok else None) or {}
-        diff = {k: v for k, v in (res or {}).get("knobs", {}).items() if k in knobs and k != "name" and v != knobs[k]}
-        rows.append(dict(status=a, result=res, run=run, knob_diff=diff))
-        if not res: continue
-        for k, n in claim_counts(res).items(): counts[k] += n
-        findings += [(name, f) for f in res.get("findings", [])]
-        inputs = res.get("inputs", {})
-        for kind, into in (("zoo", zoo), ("finetuned", tuned), ("pretrained", pre)):
-            for m, info in inputs.get(kind, {}).items():
-                e = into.setdefault(m, dict(info, used_by=[]))
-                e["used_by"].append(name)
-        for h, man in inputs.get("corpus", {}).items(): corpora.setdefault(h, man)
-        man = res.get("numbers", {}).get("corpus")
-        if isinstance(man, dict) and man.get("hash"): corpora.setdefault(man["hash"], man)
+# %% ../nbs/11_reproduce.ipynb #26913b43
+import re as _re
+
+HUB_NAME = _re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(:[\w.-]+)?$")     # owner/name, optionally :config (data sets)
+GPU_ASSUMPTION = dict(gpu="A100 80GB", peak_tflops=312.0, mfu=0.40, gpus=8)   # stated in every plan; the paper's runs used 8 GPUs
+
+def llama_parameters(d: int, layers: int, heads: int, kv_heads: int, d_ff: int, vocab: int, tied: bool = False) -> int:
+    "Parameter count of a Llama-architecture model (attention with grouped KV heads, SwiGLU MLP, RMSNorms)."
+    kv = d * kv_heads // heads
+    per_layer = d * d * 2 + 2 * d * kv + 3 * d * d_ff + 2 * d
+    return layers * per_layer + vocab * d * (1 if tied else 2) + d
+
+# %% ../nbs/11_reproduce.ipynb #25fd36f6
+def _hub_sizes() -> dict:
+    f = project_root() / "data" / "hub_models.csv"
+    if not f.is_file(): return {}
+    import csv
+    return {r["hub"]: float(r["parameters_billion"]) for r in csv.DictReader(f.open())}
+
+def _in_hub_cache(name: str) -> bool:
+    try: from huggingface_hub.constants import HF_HUB_CACHE
+    except ImportError: return False
+    repo = name.split(":")[0].replace("/", "--")
+    return any((Path(HF_HUB_CACHE) / f"{kind}--{repo}").is_dir() for kind in ("models", "datasets"))
+
+def _finetune_runs(recorded: Profile) -> dict:
+    "The fine-tunes the experiment notebooks request, by run name, with the artifacts that use them (from recorded results)."
+    runs = {}
+    for res_file in sorted(figures_dir(recorded, create=False).glob("*/result.json")):
+        res = read_record(res_file, RESULT_KEYS)[0] or {}
+        for name in res.get("inputs", {}).get("finetuned", {}): runs.setdefault(name, []).append(res_file.parent.name)
+    return runs
+
+def _parse_run(name: str, zoo: tuple) -> dict | None:
+    "'rope-full-length-linear-8x' -> base rope, method full-length, interpolation linear, target 8."
+    base = max((z for z in zoo if name.startswith(z + "-")), key=len, default=None)
+    m = _re.fullmatch(r"(.+)-([a-z_]+)-(\d+)x", name[len(base) + 1:]) if base else None
+    return dict(base=base, method=m[1], interpolation=m[2], target=int(m[3])) if m else None
+
+def _deepspeed_check(P: Profile) -> str:
+    "configs/ds_zero3.json with its 'auto' values filled from the profile's fine-tuning recipe, parsed by DeepSpeed's own config parser."
+    try:
+        import deepspeed
+        from deepspeed.runtime.config import DeepSpeedConfig
+        from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
+    except Exception as e:
+        return f"not importable here ({type(e).__name__}: {str(e)[:80]}); `make setup` installs it (extra_deepspeed)"
+    import tempfile, types
+    from posvec_lib.finetune import finetune_args
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            hf = HfTrainerDeepSpeedConfig(json.loads((project_root() / "configs" / "ds_zero3.json").read_text()))
+            args = finetune_args(P, Path(d), P.pose_steps); hf.trainer_config_process(args)
+            hf.trainer_config_finalize(args, types.SimpleNamespace(config=types.SimpleNamespace(hidden_size=P.d_model)), P.pose_steps)
+            c = DeepSpeedConfig(hf.config)
+    except Exception as e:
+        return f"configs/ds_zero3.json refused by DeepSpeed {deepspeed.__version__}: {type(e).__name__}: {str(e)[:200]}"
+    return (f"configs/ds_zero3.json parsed by DeepSpeed {deepspeed.__version__} with the recipe filled in: ZeRO stage "
+            f"{c.zero_optimization_stage}, {c.train_batch_size} sequences per step in this process; running ZeRO-3 stays GPU-only")
+
+def profile_plan(P: Profile, recorded: str = "cpu") -> dict:
+    "What a batch of profile `P` fetches, trains and costs (estimates, with their assumptions), and the checks done without a GPU."
+    sizes, g = _hub_sizes(), GPU_ASSUMPTION
+    from posvec_lib.pretrained import PRETRAINED
+    fetch = {}
+    def want(name, kind, why):
+        if not name or "/" not in name: return
+        e = fetch.setdefault(name, dict(name=name, kind=kind, used_for=[], well_formed=bool(HUB_NAME.match(name)),
+                                        cached=_in_hub_cache(name), parameters_b=sizes.get(name)))
+        e["used_for"].append(why)
+        if kind == "model": e["kind"] = "model"
+    for k in ("corpus", "eval_corpus", "second_corpus"): want(getattr(P, k), "data set", k)
+    want(P.tokenizer, "tokenizer", "tokenizer"); want(P.base_model, "model", "base_model")
     sources = dict(s.partition("=")[::2] for s in P.pretrained)
-    for m in P.zoo:                                  # every zoo entry of the profile, even if no result used it yet
-        zoo.setdefault(m, dict(label=ZOO_VARIANTS.get(m, m), used_by=[],
-                               **({"source": sources[m]} if m in sources else {"cache": "not recorded by any current result"})))
-    order = {m: i for i, m in enumerate(P.zoo)}
-    zoo = dict(sorted(zoo.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
-    walls = {r["status"]["artifact"]: r["run"].get("wall_time_s") for r in rows}
-    commits = sorted({r["run"].get("commit") for r in rows if r["run"].get("commit")})
-    return dict(profile=P, knobs={k: knobs[k] for k in REPORT_KNOBS if k in knobs}, digest=P.digest(), listing=L, rows=rows,
-                counts=counts, findings=findings, zoo=zoo, finetuned=dict(sorted(tuned.items())), pretrained=pre,
-                corpora=corpora, commit=git_commit(), run_commits=commits, walls=walls,
-                total_wall=round(sum(w for w in walls.values() if w), 1),
-                not_done=[(r["status"]["artifact"], r["status"]["status"]) for r in rows if r["status"]["status"] != "done"])
+    for v, hub in sources.items(): want(hub, "model", f"zoo {v}")
+    for m in P.paper_models: want(m, "model", "paper_models")
+    for m in P.ablation_models: want(m, "model", "ablation_models")
+    pm = PRETRAINED.get(P.pretrained_model)
+    if pm and pm.hub and not pm.offline: want(pm.hub, "model", "pretrained_model")
+    if P.device == "cuda":                          # B Table 3 through lm-evaluation-harness, which fetches each task's data set
+        from posvec_lib.finetune import PAPER_BENCHMARKS
+        for t, (shots, metric) in PAPER_BENCHMARKS.items():
+            fetch[f"lm-eval:{t}"] = dict(name=t, kind="lm-eval", used_for=[f"B Table 3 ({shots}-shot {metric})"], well_formed=True,
+                                         cached=False, parameters_b=None)
+    N = llama_parameters(P.d_model, P.n_layers, P.n_heads, P.n_kv_heads, P.d_ff, P.vocab_size)
+    def cost(tokens, T, n=N):
+        flops = tokens * (6 * n + 6 * P.n_layers * P.d_model * T)
+        return flops, flops / (g["peak_tflops"] * 1e12 * g["mfu"]) / 3600
+    def memory_gb(per_device_batch, T, n=N):
+        return (16 * n / g["gpus"] + 34 * per_device_batch * T * P.d_model * P.n_layers) / 1e9
+    train, unbuildable = [], []
+    for v in P.zoo:
+        if v in sources: train.append(dict(run=f"zoo {v}", what=f"load {sources[v]} (no training)", tokens=0, gpu_hours=0.0)); continue
+        if P.train_steps == 0:
+            unbuildable.append(v); train.append(dict(run=f"zoo {v}", what="no pretrained source and train_steps=0: cannot be built")); continue
+        tok = P.train_steps * P.batch_size * P.C
+        _, h = cost(tok, P.C)
+        train.append(dict(run=f"zoo {v}", what=f"pre-train {P.train_steps} steps × {P.batch_size} × {P.C} tokens", tokens=tok,
+                          seq=P.C, gpu_hours=h, memory_gb=memory_gb(max(1, P.batch_size // g["gpus"]), P.C)))
+    runs = _finetune_runs(get_profile(recorded))
+    for name, used in sorted(runs.items()):
+        r = _parse_run(name, P.zoo)
+        if r is None: train.append(dict(run=name, what="(run name not understood)", used_by=used)); continue
+        T = r["target"] * P.C if r["method"] == "full-length" else P.C
+        tok = P.pose_steps * P.pose_batch_size * T
+        _, h = cost(tok, T)
+        train.append(dict(run=name, what=f"fine-tune {P.pose_steps} steps × {P.pose_batch_size} × {T} tokens to Lt = {r['target'] * P.C}",
+                          tokens=tok, seq=T, gpu_hours=h, memory_gb=memory_gb(max(1, P.pose_batch_size // g["gpus"]), T),
+                          memory_gb_micro1=memory_gb(1, T), used_by=used))
+    meas_tok = P.n_samples * P.C * len(P.zoo)
+    _, meas_h = cost(meas_tok, P.C)
+    meas = dict(what=f"positional vectors: {P.n_samples} samples × {P.C} tokens × {len(P.zoo)} zoo models (forward only)",
+                tokens=meas_tok, gpu_hours=meas_h / 3)                  # a forward pass is a third of a training step's FLOPs
+    checks = [("knobs", "valid (the profile refuses bad values when built)")]
+    bad = [f["name"] for f in fetch.values() if not f["well_formed"]]
+    checks.append(("hub names", "all well formed" if not bad else f"malformed: {bad}"))
+    if unbuildable: checks.append(("zoo", f"{unbuildable} have no entry in `pretrained` and the profile trains nothing (train_steps=0)"))
+    over = sorted({t["run"] for t in train if (t.get("memory_gb") or 0) > 80})
+    if over: checks.append(("memory", f"{len(over)} run(s) need more than 80 GB per GPU at the per-device batch pose_batch_size/{g['gpus']} "
+                                      "(Trainer's batch without gradient accumulation): " + ", ".join(over)))
+    checks.append(("fine-tune runs", f"{len(runs)} requested by the notebooks (recorded by figures/{recorded}/)" if runs
+                   else f"none recorded: run the {recorded} profile first to list them"))
+    checks.append(("DeepSpeed", _deepspeed_check(P)))
+    return dict(profile=P.name, base_model=P.base_model, parameters=N, assumption=g, fetch=list(fetch.values()), train=train, measure=meas, checks=checks,
+                total_gpu_hours=sum(t.get("gpu_hours") or 0 for t in train) + meas["gpu_hours"])
 
-def _split3(d) -> str:
-    return " / ".join(f"{(d or {}).get(s, '?'):,}" if isinstance((d or {}).get(s), int) else "?" for s in ("train", "validation", "test"))
+# %% ../nbs/11_reproduce.ipynb #0f96d57e
+def print_profile_plan(D: dict):
+    "The plan as text: what is fetched, what is trained (tokens, GPU-hours, memory per GPU), the checks."
+    g = D["assumption"]
+    print(f"posvec plan --profile {D['profile']}: base model {D['base_model']}; the profile's architecture has {D['parameters'] / 1e9:.2f}B "
+          "parameters (the fine-tunes and positional vectors below are costed at that size)")
+    print("fetches:")
+    for f in D["fetch"]:
+        size = f"{f['parameters_b']}B params (~{2 * f['parameters_b']:.1f} GB in bf16)" if f["parameters_b"] else "size unknown offline"
+        print(f"  {f['kind']:<9} {f['name']:<42} {size:<34} {'cached' if f['cached'] else 'not cached'}"
+              f"{'' if f['well_formed'] else '  MALFORMED NAME'}  for {', '.join(f['used_for'])}")
+    print(f"runs (estimates on {g['gpus']}× {g['gpu']}, {g['peak_tflops']:.0f} TFLOP/s bf16 at {g['mfu']:.0%} MFU, ZeRO-3):")
+    for t in D["train"]:
+        est = (f"{t['gpu_hours']:7.1f} GPU-h" + (f", ~{t['memory_gb']:.0f} GB/GPU" if t.get("memory_gb") else "")
+               + (f" ({t['memory_gb_micro1']:.0f} at micro-batch 1)" if t.get("memory_gb_micro1") else "")) if "gpu_hours" in t else ""
+        print(f"  {t['run']:<32} {t['what']:<62} {est}")
+    m = D["measure"]
+    print(f"  {'measurement':<32} {m['what']:<62} {m['gpu_hours']:7.1f} GPU-h")
+    print(f"total ≈ {D['total_gpu_hours']:.0f} GPU-hours (≈ {D['total_gpu_hours'] / g['gpus']:.1f} h on {g['gpus']} GPUs) before evaluation")
+    print("checked without a GPU:")
+    for k, v in D["checks"]: print(f"  {k}: {v}")
 
-def _summary_lines(D) -> list[str]:
-    c, L = D["counts"], D["listing"]
-    nd = D["not_done"]
-    wall = (f" ({c['wall-clock']} wall-clock check{'s' if c['wall-clock'] != 1 else ''} not counted: their verdicts depend on "
-            "the machine's load)") if c["wall-clock"] else ""
-    if c.get("sanity"): wall += (f" ({c['sanity']} sanity check{'s' if c['sanity'] != 1 else ''} not counted: true by construction "
-                                 "or a validation of a harness, not evidence about a paper)")
-    return [f"Claims: **{c['holds']} hold**, **{c['fails']} fail**, **{c['not measurable']} not measurable** at this scale{wall}.",
-            f"Paper items covered: {len(PAPER_ITEMS) - len(L['missing'])} of {len(PAPER_ITEMS)}. "
-            f"Missing: {', '.join(L['missing']) if L['missing'] else 'none'}.",
-            (f"Artifacts without a current result ({len(nd)} of {len(D['rows'])}): " + ", ".join(f"**{n}** ({s})" for n, s in nd) + "."
-             + "".join(f" {r['status']['artifact']}: {r['status']['problem']}." for r in D["rows"] if r["status"].get("problem"))
-             if nd else f"Artifacts: all {len(D['rows'])} done.")]
-
-def _setup_tables(D) -> list[tuple[str, list[str], list[list[str]]]]:
-    "The setup block as (title, header, rows) tables; shared by the Markdown and HTML reports."
-    P, t = D["profile"], []
-    commit = D["commit"] or "not a git checkout"
-    run_c = ", ".join(c[:12] for c in D["run_commits"]) or "none recorded"
-    t.append(("Run", ["what", "value"], [
-        ["profile", f"{P.name} (knob digest {D['digest']})"], ["git commit of the tree", commit],
-        ["commits the results were run at", run_c],
-        ["wall time", f"{D['total_wall']:.0f} s in total (sum of the artifacts' last runs)"]]))
-    t.append(("Knobs", ["knob", "value"], [[k, _fmt(v) if not isinstance(v, str) else (v or "''")] for k, v in D["knobs"].items()]))
-    t.append(("Models (zoo)", ["entry", "paper name", "checkpoint / cache entry", "steps", "tokens seen", "val PPL at C", "used by"], [
-        [m, e.get("label", ""), f"source: {e['source']}" if e.get("source") else e.get("cache", ""), _fmt(e.get("steps", "")),
-         _fmt(e.get("tokens_seen", "")), _fmt(e.get("final_val_ppl", "")), ", ".join(e["used_by"])] for m, e in D["zoo"].items()]))
-    if D["finetuned"]:
-        t.append(("Models (fine-tuned)", ["run", "cache entry", "base", "Lt", "steps", "final loss", "used by"], [
-            [m, e.get("cache", ""), e.get("base", ""), _fmt(e.get("Lt", "")), _fmt(e.get("steps", "")), _fmt(e.get("final_loss", "")),
-             ", ".join(e["used_by"])] for m, e in D["finetuned"].items()]))
-    if D.get("pretrained"):
-        from posvec_lib.pretrained import PRETRAINED
-        t.append(("Models (pretrained)", ["model", "checkpoint", "licence", "loaded from", "dtype", "used by"], [
-            [m, PRETRAINED[m].note or PRETRAINED[m].hub if m in PRETRAINED else m, PRETRAINED[m].licence if m in PRETRAINED else "",
-             f"{e.get('kind', '')}: {Path(e.get('path', '')).name}", e.get("dtype", ""), ", ".join(e["used_by"])] for m, e in D["pretrained"].items()]))
-    t.append(("Corpus", ["corpus", "content hash", "documents (train / validation / test)", "tokens (train / validation / test)",
-                         "characters (train / validation / test)", "tokenizer", "max files"],
-              [[m.get("name", ""), h, _split3(m.get("files")), _split3(m.get("tokens")), _split3(m.get("chars")),
-                str(m.get("tokenizer", "")), str(m.get("max_files", ""))] for h, m in D["corpora"].items()]
-              or [["not recorded by any current result", "", "", "", "", "", ""]]))
-    t.append(("Artifacts", ["artifact", "status", "wall time", "finished", "claims hold / fail / n.m.", "commit"], [
-        [r["status"]["artifact"], r["status"]["status"],
-         f"{r['run']['wall_time_s']:.0f} s" if r["run"].get("wall_time_s") is not None else "",
-         r["run"].get("finished", ""), " / ".join(str(claim_counts(r["result"])[v]) for v in ("holds", "fails", "not measurable"))
-                                     + (f" (+{claim_counts(r['result'])['wall-clock']} wall-clock)" if claim_counts(r["result"])["wall-clock"] else "")
-                                     + (f" (+{claim_counts(r['result'])['sanity']} sanity)" if claim_counts(r["result"])["sanity"] else "")
-                                     if r["result"] else "",
-         (r["run"].get("commit") or "")[:12]] for r in D["rows"]]))
-    return t
-
-def _md_table(header, rows) -> list[str]:
-    cell = lambda x: str(x).replace("|", "\\|").replace("\n", " ")
-    return ["| " + " | ".join(map(cell, header)) + " |", "| " + " | ".join("---" for _ in header) + " |"] + \
-           ["| " + " | ".join(map(cell, r)) + " |" for r in rows]
-
-VERDICT_ORDER = (("fails", "Claims that fail"), ("holds", "Claims that hold"),
-                 ("not measurable", "Claims not measurable at this scale"))
-
-def _verdict_groups(D) -> list[tuple[str, list[tuple[str, dict]]]]:
-    "Every recorded check as (heading, [(artifact, claim record)]): claims by verdict, then sanity facts, then wall-clock checks."
-    vol = {}
-    allc = []
-    for r in D["rows"]:
-        res = r["result"] or {}
-        v = {x[len("claim: "):] for x in res.get("volatile", []) if x.startswith("claim: ")}
-        for c in res.get("claims", []): allc.append((r["status"]["artifact"], c, c["claim"] in v))
-    out = [(title, [(a, c) for a, c, w in allc if not w and c.get("kind") != "sanity" and c["verdict"] == v])
-           for v, title in VERDICT_ORDER]
-    out.append(("Sanity facts (true by construction or a harness validation; not counted)", [(a, c) for a, c, w in allc if not w and c.get("kind") == "sanity"]))
-    out.append(("Wall-clock checks (depend on the machine's load; not counted)", [(a, c) for a, c, w in allc if w]))
-    return [(t, g) for t, g in out if g]
-
-def _claim_md(c) -> str:
-    "A claim cell: the claim, then the paper's sentence and the threshold's source when the check recorded them."
-    return c["claim"] + "".join(f"<br>*{k}:* {c[k]}" for k in ("paper", "threshold") if c.get(k))
-
-def _claim_html(c, esc) -> str:
-    return esc(c["claim"]) + "".join(f"<div class={k}><i>{k}:</i> {esc(c[k])}</div>" for k in ("paper", "threshold") if c.get(k))
-
-def _status_line(r) -> str:
-    a, run = r["status"], r["run"]
-    s = f"status: {a['status']}"
-    if run.get("wall_time_s") is not None: s += f", {run['wall_time_s']:.0f}s"
-    if run.get("finished"): s += f", finished {run['finished']}"
-    if run.get("commit"): s += f", commit {run['commit'][:12]}"
-    return s
-
-def write_report(profile: str | Profile = "cpu") -> Path:
-    "figures/<profile>/REPORT.md (+ REPORT.html): summary, setup, findings, then each artifact's figures, tables and claims."
-    P = get_profile(profile) if isinstance(profile, str) else profile
-    D = report_data(P); root = figures_dir(P)
-    lines = [f"# Reproduction report — profile `{P.name}`", ""]
-    for l in _summary_lines(D): lines += [l, ""]
-    lines += ["## Verdicts", "", "Every check, by verdict; the artifact sections below give each one's paper sentence, threshold and values.", ""]
-    for title, g in _verdict_groups(D):
-        lines += [f"**{title}** ({len(g)})", ""] + [f"- [{a}](#{a}) — {c['claim']}" for a, c in g] + [""]
-    lines += ["## Findings", ""]
-    lines += [f"- **{n}**: {f}" for n, f in D["findings"]] or ["No written findings yet."]
-    lines.append("")
-    for r in D["rows"]:
-        a, res = r["status"], r["result"]
-        lines += [f"<a id=\"{a['artifact']}\"></a>", "", f"## {a['artifact']} — {', '.join(a['items'])}", "", _status_line(r), ""]
-        if r["knob_diff"]: lines += ["ran with knobs that differ from the profile: " + ", ".join(f"{k}={_fmt(v)}" for k, v in r["knob_diff"].items()), ""]
-        if a.get("error"): lines += [f"error: `{a['error']['type']}` in cell [{a['error'].get('execution_count')}]: {a['error']['message'][:300]}", ""]
-        if not res: continue
-        for f in res["figures"]: lines.append(f"![{f}]({a['artifact']}/{f})")
-        if res["figures"]: lines.append("")
-        for t in res["tables"]:
-            md = root / a["artifact"] / t.replace(".csv", ".md")
-            if md.exists(): lines += [f"**{t[:-4]}**", "", md.read_text().strip(), ""]
-        if res["claims"]:
-            lines += _md_table(["claim", "verdict", "measured", "source"],
-                               [[_claim_md(c), f"**{c['verdict']}**" + (" (sanity, not counted)" if c.get("kind") == "sanity" else ""), ", ".join(f"{k}={_fmt(v)}" for k, v in c["values"].items()),
-                                 c.get("source", "")] for c in res["claims"]]) + [""]
-        if res.get("findings"): lines += ["**Findings**", ""] + [f"- {f}" for f in res["findings"]] + [""]
-    lines += ["## Setup", ""]
-    for title, header, rows in _setup_tables(D): lines += [f"**{title}**", ""] + _md_table(header, rows) + [""]
-    write_html_report(P, D)
-    return atomic_write(root / "REPORT.md", "\n".join(lines) + "\n")
-
-def _md_inline(text: str) -> str:
-    "HTML of a one-paragraph Markdown finding: escaped, with **bold**, *italic* and `code`."
-    import html, re
-    t = html.escape(str(text), quote=False)
-    t = re.sub(r"`([^`]+)`", r"<code>\1</code>", t)
-    t = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", t)
-    return re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"<i>\1</i>", t)
-
-def write_html_report(P: Profile, D: dict) -> Path:
-    "figures/<profile>/REPORT.html: the same content as REPORT.md, self-contained (images embedded)."
-    import base64, html, re, pandas as pd
-    root = figures_dir(P); esc = html.escape
-    md_bold = lambda s: re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", esc(s, quote=False))
-    table = lambda header, rows, cls="": (f"<table class='{cls}'><tr>" + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr>" +
-                                          "".join("<tr>" + "".join(f"<td>{esc(str(x))}</td>" for x in r) + "</tr>" for r in rows) + "</table>")
-    s0, s1, s2 = _summary_lines(D)
-    parts = [f"<h1>Reproduction report — profile <code>{esc(P.name)}</code></h1>",
-             f"<p class=summary>{md_bold(s0)} {md_bold(s1)} {md_bold(s2)}</p>", "<h3 class=section id=verdicts>Verdicts</h3>",
-             "<p>Every check, by verdict; each links to its artifact's section (paper sentence, threshold, values). "
-             "The setup is at the <a href='#setup'>end</a>.</p>"]
-    for title, g in _verdict_groups(D):
-        parts.append(f"<h4>{esc(title)} ({len(g)})</h4><ul class=verdicts>" +
-                     "".join(f"<li><a href='#{esc(a)}'>{esc(a)}</a> — {esc(c['claim'])}</li>" for a, c in g) + "</ul>")
-    parts.append("<h3 class=section id=findings>Findings</h3>")
-    parts.append("<ul class=findings>" + "".join(f"<li><b>{esc(n)}</b>: {_md_inline(f)}</li>" for n, f in D["findings"]) + "</ul>"
-                 if D["findings"] else "<p>No written findings yet.</p>")
-    for r in D["rows"]:
-        a, res = r["status"], r["result"]
-        parts.append(f"<h2 id='{esc(a['artifact'])}'>{esc(a['artifact'])} — {esc(', '.join(a['items']))}</h2><p>{esc(_status_line(r))}</p>")
-        if r["knob_diff"]: parts.append("<p>ran with knobs that differ from the profile: " +
-                                        esc(", ".join(f"{k}={_fmt(v)}" for k, v in r["knob_diff"].items())) + "</p>")
-        if a.get("error"): parts.append(f"<p class=error>error: <code>{esc(a['error']['type'])}</code> in cell "
-                                        f"[{esc(str(a['error'].get('execution_count')))}]: {esc(a['error']['message'][:300])}</p>")
-        if not res: continue
-        for f in res["figures"]:
-            b64 = base64.b64encode((root / a["artifact"] / f).read_bytes()).decode()
-            parts.append(f"<img alt='{esc(f)}' src='data:image/png;base64,{b64}'>")
-        for t in res["tables"]:
-            parts.append(f"<h3>{esc(t[:-4])}</h3>" + pd.read_csv(root / a["artifact"] / t).to_html(index=False, na_rep="", float_format=lambda x: f"{x:.4g}"))
-        if res["claims"]:
-            parts.append("<table class=claims><tr><th>claim</th><th>verdict</th><th>measured</th><th>source</th></tr>" + "".join(
-                f"<tr class='{c['verdict'].replace(' ', '-')}'><td>{_claim_html(c, esc)}</td><td><b>{esc(c['verdict'])}</b>{' (sanity, not counted)' if c.get('kind') == 'sanity' else ''}</td>"
-                f"<td>{esc(', '.join(f'{k}={_fmt(v)}' for k, v in c['values'].items()))}</td><td>{esc(c.get('source', ''))}</td></tr>"
-                for c in res["claims"]) + "</table>")
-        if res.get("findings"):
-            parts.append("<h3>Findings</h3><ul class=findings>" + "".join(f"<li>{_md_inline(f)}</li>" for f in res["findings"]) + "</ul>")
-    parts.append("<h3 class=section id=setup>Setup</h3>")
-    for title, header, rows in _setup_tables(D): parts.append(f"<h4>{esc(title)}</h4>" + table(header, rows, "setup"))
-    css = ("body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}img{max-width:100%}"
-           "table{border-collapse:collapse;margin:.5em 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px}"
-           "tr.holds td:nth-child(2){color:#070}tr.fails td:nth-child(2){color:#a00}tr.not-measurable td:nth-child(2){color:#777}"
-           "h3.section{font-size:1.4em;border-bottom:1px solid #ccc}p.error{color:#a00}div.paper,div.threshold{color:#555;font-size:12px}")
-    doc = f"<!doctype html><html><head><meta charset=utf-8><title>posvec report — {esc(P.name)}</title><style>{css}</style></head><body>{''.join(parts)}</body></html>"
-    return atomic_write(root / "REPORT.html", doc)
-
-def _fmt(v):
-    if isinstance(v, float): return f"{v:.4g}"
-    if isinstance(v, (list, tuple)) and len(v) > 8: return f"[{', '.join(_fmt(x) for x in v[:8])}, …]"
-    if isinstance(v, (list, tuple)): return f"[{', '.join(_fmt(x) for x in v)}]"
-    return str(v)
-
-# %% ../nbs/11_reproduce.ipynb #833b4abb
+# %% ../nbs/11_reproduce.ipynb #3495855e
 def _parse_sets(sets: list[str]) -> dict:
     "`--set knob=value` pairs, each typed and range-checked by its knob; every bad one is named in one error."
     out, errors, unknown = {}, [], []
@@ -756,7 +706,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="skip current results this machine did not compute (a fresh clone's committed figures) instead of recomputing them")
     l = sub.add_parser("list", help="artifacts, their status and the paper items they cover"); l.add_argument("--json", action="store_true")
     rp = sub.add_parser("report", help="write figures/<profile>/REPORT.md and REPORT.html")
-    for p in (r, l, rp):
+    pl = sub.add_parser("plan", help="what a batch of a profile would fetch, train and cost (GPU-hours, memory), without running it")
+    pl.add_argument("--json", action="store_true")
+    cp = sub.add_parser("compare", help="how the results in figures/<profile>/ agree with those of a commit (identical / within noise / different)")
+    cp.add_argument("--against", default="HEAD", help="a commit, branch or tag (default HEAD)"); cp.add_argument("--only", default=None)
+    for p in (r, l, rp, pl, cp):
         p.add_argument("--profile", default="cpu", help=f"one of {sorted(PROFILES)}")
         p.add_argument("--allow-no-gpu", action="store_true", help="a GPU profile (paper) on the CPU anyway (device=cpu)")
         p.add_argument("--set", nargs="*", default=[], metavar="KNOB=VALUE",
@@ -780,7 +734,18 @@ def main(argv: list[str] | None = None) -> int:
             if a.json: print(json.dumps(L, indent=1))
             else: _print_listing(L)
             return 0
-        if a.cmd == "report": print(write_report(P)); return 0
+        if a.cmd == "report":
+            from posvec_lib.report import write_report
+            print(write_report(P)); return 0
+        if a.cmd == "compare":
+            A = agreement_with(P, a.against, a.only)
+            print("\n".join(agreement_lines(A)) if A else f"no artifact has results both here and at {a.against}")
+            return 0 if all(v["agreement"] != "different" for v in A.values()) else 1
+        if a.cmd == "plan":
+            D = profile_plan(P)
+            if a.json: print(json.dumps(D, indent=1, default=str))
+            else: print_profile_plan(D)
+            return 0
     except (ValueError, FileNotFoundError, ConnectionError, ModuleNotFoundError, BatchLocked, DiskError) as e:
         print(f"posvec: error: {e}", file=sys.stderr); return 2
     return 0

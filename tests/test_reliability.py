@@ -291,7 +291,8 @@ def test_second_batch_is_refused_or_waits(home, venv_bin, monkeypatch):
 
 def test_wall_clock_checks_not_counted(tmp_path, monkeypatch):
     from posvec_lib.config import get_profile, Record, _INPUTS
-    from posvec_lib.reproduce import report_data, ARTIFACTS, inputs_hash, _summary_lines
+    from posvec_lib.reproduce import ARTIFACTS, inputs_hash
+    from posvec_lib.report import report_data, _summary_lines
     from posvec_lib.config import write_json, figures_dir
     monkeypatch.setenv("POSVEC_HOME", str(tmp_path)); (tmp_path / "nbs" / "experiments").mkdir(parents=True)
     for a in ARTIFACTS: (tmp_path / "nbs" / "experiments" / f"{a}.ipynb").write_text("{}")
