@@ -4,7 +4,7 @@
 
 # %% ../nbs/11_reproduce.ipynb #65e50993
 from __future__ import annotations
-import argparse, contextlib, errno, fcntl, hashlib, importlib.util, json, logging, os, shutil, subprocess, sys, time, traceback
+import argparse, ast, contextlib, errno, fcntl, hashlib, importlib.util, json, logging, os, re, shutil, subprocess, sys, time, traceback
 from dataclasses import dataclass, asdict
 from pathlib import Path
 from .config import (PROFILES, Profile, get_profile, project_root, figures_dir, write_json, atomic_write, _knob_names,
@@ -13,8 +13,9 @@ from .config import (PROFILES, Profile, get_profile, project_root, figures_dir, 
 
 # %% auto #0
 __all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'RUNNER_MODULES', 'RESULT_KEYS', 'LOCAL_CORPORA', 'HUB_NAME', 'GPU_ASSUMPTION', 'Artifact',
-           'check_items', 'select', 'experiments_dir', 'library_hash', 'inputs_hash', 'read_record', 'failure_path',
-           'computed_path', 'status', 'git_commit', 'run_artifact', 'preflight', 'check_runnable', 'compare_results',
+           'check_items', 'select', 'experiments_dir', 'library_hash', 'module_closure', 'notebook_modules',
+           'inputs_hash', 'legacy_inputs_hash', 'read_record', 'failure_path', 'computed_path', 'status',
+           'upgrade_keys', 'git_commit', 'run_artifact', 'preflight', 'check_runnable', 'compare_results',
            'agreement_lines', 'committed_result', 'agreement_with', 'BatchLocked', 'batch_lock', 'plan', 'print_plan',
            'reproduce', 'list_artifacts', 'llama_parameters', 'profile_plan', 'print_profile_plan', 'main']
 
@@ -96,17 +97,68 @@ def experiments_dir() -> Path:
 # %% ../nbs/11_reproduce.ipynb #d8888a04
 RUNNER_MODULES = ("_modidx.py", "reproduce.py", "report.py")   # the batch runner and the report writer: no result imports them
 
-def library_hash() -> str:
-    "Hash of the installed posvec_lib source a result is computed with (any method change invalidates results; the runner's own module is left out)."
+def library_hash(modules: set[str] | None = None) -> str:
+    """Hash of the installed posvec_lib source a result is computed with: the modules named in `modules` (see `module_closure`),
+    or every module but the runner's own when None (any method change then invalidates every result)."""
     import posvec_lib
     h = hashlib.sha256()
     for f in sorted(Path(posvec_lib.__file__).parent.glob("*.py")):
-        if f.name not in RUNNER_MODULES: h.update(f.name.encode()); h.update(f.read_bytes())
+        if f.name in RUNNER_MODULES or (modules is not None and f.stem not in modules): continue
+        h.update(f.name.encode()); h.update(f.read_bytes())
     return h.hexdigest()[:12]
 
+# %% ../nbs/11_reproduce.ipynb #b70885ee
+_NB_IMPORT = re.compile(r"\bposvec_lib\.(\w+)|\bfrom\s+posvec_lib\s+import\s+\(?([\w,\s]+)")
+
+def _imports_of(src: str) -> set[str]:
+    "posvec_lib modules a module's source imports anywhere (top level or inside a function): `from .x import`, `posvec_lib.x`."
+    out = set()
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 1 and node.module: out.add(node.module.split(".")[0])
+            elif node.level == 1: out |= {a.name for a in node.names}
+            elif (node.module or "").startswith("posvec_lib."): out.add(node.module.split(".")[1])
+            elif node.module == "posvec_lib": out |= {a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.name.split(".")[1] for a in node.names if a.name.startswith("posvec_lib.")}
+    return out
+
+def module_closure(roots: set[str]) -> set[str]:
+    "The posvec_lib modules `roots` depend on, following imports transitively (names without `.py`; unknown names are dropped)."
+    import posvec_lib
+    lib = Path(posvec_lib.__file__).parent
+    seen, todo = {"__init__"}, [r for r in roots]
+    while todo:
+        m = todo.pop()
+        if m in seen or not (lib / f"{m}.py").exists(): continue
+        seen.add(m); todo += sorted(_imports_of((lib / f"{m}.py").read_text()) - seen)
+    return seen
+
+def notebook_modules(nb_text: str) -> set[str] | None:
+    "The posvec_lib modules an experiment notebook's code cells name, with their dependencies; None (all) if it names none."
+    cells = json.loads(nb_text).get("cells", [])
+    code = "\n".join("".join(c.get("source", "")) for c in cells if c.get("cell_type") == "code")
+    roots = set()
+    for mod, names in _NB_IMPORT.findall(code):
+        roots |= {mod} if mod else {n.strip() for n in names.split(",") if n.strip()}
+    return module_closure(roots) if roots else None
+
 # %% ../nbs/11_reproduce.ipynb #7329fc38
+_PAPER_DATA = re.compile(r"paper_numbers\(\\?[\"']([\w.-]+)")   # in the raw .ipynb the quote is JSON-escaped
+
 def inputs_hash(art: Artifact, profile: Profile) -> str:
-    "What an artifact's result depends on: its notebook, the library source and the profile knobs."
+    """What an artifact's result depends on: its notebook, the library modules it imports (transitively), the papers' numbers it
+    reads (`paper_numbers("<name>")` → data/papers/<name>.csv) and the profile knobs. A change to a module no notebook of an
+    artifact reaches leaves that artifact current."""
+    nb = (experiments_dir() / f"{art.name}.ipynb").read_bytes()
+    h = hashlib.sha256(nb + library_hash(notebook_modules(nb.decode())).encode() + profile.digest().encode())
+    for name in sorted(set(_PAPER_DATA.findall(nb.decode()))):
+        f = project_root() / "data" / "papers" / f"{name}.csv"
+        h.update(name.encode() + (f.read_bytes() if f.exists() else b"<missing>"))
+    return h.hexdigest()[:16]
+
+def legacy_inputs_hash(art: Artifact, profile: Profile) -> str:
+    "The inputs hash of results recorded before per-artifact module closures (every module hashed): `upgrade_keys` reads it."
     nb = (experiments_dir() / f"{art.name}.ipynb").read_bytes()
     return hashlib.sha256(nb + library_hash().encode() + profile.digest().encode()).hexdigest()[:16]
 
@@ -157,7 +209,8 @@ def status(art: Artifact, profile: Profile) -> dict:
     problem = run_bad or res_bad
     if problem: st = "damaged"
     elif res and run:
-        if run.get("status") == "ok": st = "done" if run.get("inputs") == inputs_hash(art, profile) else "stale"
+        if run.get("status") == "ok":     # a result keyed by the legacy hash that still matches is current under both
+            st = "done" if run.get("inputs") in (inputs_hash(art, profile), legacy_inputs_hash(art, profile)) else "stale"
         else: st, problem = "damaged", f"{d / 'run.json'} says status {run.get('status')!r} beside a result.json"
     elif res: st, problem = "unrecorded", (f"{d / 'result.json'} was written outside the runner (a notebook run by hand); "
                                            "`posvec reproduce` reruns it")
@@ -170,6 +223,23 @@ def status(art: Artifact, profile: Profile) -> dict:
                finished=(run or {}).get("finished"), error=(fail or {}).get("error") or (run or {}).get("error"), problem=problem)
     if fail and st in ("done", "stale"): out["last_attempt"] = f"failed at {fail.get('finished')}; the previous result is kept"
     return out
+
+# %% ../nbs/11_reproduce.ipynb #9b3c3e44
+def upgrade_keys(profile: Profile, log=print) -> list[str]:
+    """Re-key the results recorded under the legacy inputs hash (every library module) whose legacy hash still matches the current
+    code: they are current under the per-artifact hash too, which depends on less. The committed record keeps the old key beside."""
+    done = []
+    for art in ARTIFACTS.values():
+        f = figures_dir(profile, art.name, create=False) / "run.json"
+        run = read_record(f, ("status", "inputs"))[0]
+        if not run or run.get("status") != "ok": continue
+        new = inputs_hash(art, profile)
+        if run["inputs"] == new or run["inputs"] != legacy_inputs_hash(art, profile): continue
+        comp = read_record(computed_path(art, profile))[0]
+        if comp and comp.get("inputs") == run["inputs"]: write_json(computed_path(art, profile), {**comp, "inputs": new})
+        write_json(f, {**run, "inputs": new, "inputs_legacy": run["inputs"]}); done.append(art.name)
+    if done: log(f"re-keyed {len(done)} current results to per-artifact inputs hashes: {', '.join(done)}")
+    return done
 
 # %% ../nbs/11_reproduce.ipynb #1878eed4
 def git_commit(root: Path | None = None) -> str:
@@ -460,6 +530,7 @@ def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False, ov
     if Q.device != P.device: P, overrides = Q, {**(overrides or {}), "device": Q.device}   # --allow-no-gpu: the notebooks see it too
     check_runnable(P)
     with batch_lock(P, wait):
+        upgrade_keys(P)
         return _run_batch(P, arts, force, overrides, report, trust_committed)
 
 def _reference(art: Artifact, P: Profile) -> dict | None:
