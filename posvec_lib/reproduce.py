@@ -107,7 +107,7 @@ def library_hash(modules: set[str] | None = None) -> str:
         h.update(f.name.encode()); h.update(f.read_bytes())
     return h.hexdigest()[:12]
 
-# %% ../nbs/11_reproduce.ipynb #b70885ee
+# %% ../nbs/11_reproduce.ipynb #4d5e24f6
 _NB_IMPORT = re.compile(r"\bposvec_lib\.(\w+)|\bfrom\s+posvec_lib\s+import\s+\(?([\w,\s]+)")
 
 def _imports_of(src: str) -> set[str]:
@@ -224,7 +224,7 @@ def status(art: Artifact, profile: Profile) -> dict:
     if fail and st in ("done", "stale"): out["last_attempt"] = f"failed at {fail.get('finished')}; the previous result is kept"
     return out
 
-# %% ../nbs/11_reproduce.ipynb #9b3c3e44
+# %% ../nbs/11_reproduce.ipynb #a0386c4b
 def upgrade_keys(profile: Profile, log=print) -> list[str]:
     """Re-key the results recorded under the legacy inputs hash (every library module) whose legacy hash still matches the current
     code: they are current under the per-artifact hash too, which depends on less. The committed record keeps the old key beside."""
