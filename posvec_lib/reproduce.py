@@ -17,7 +17,8 @@ __all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'RUNNER_MODULES', 'RESULT_KEYS', 'LOCAL_C
            'inputs_hash', 'legacy_inputs_hash', 'read_record', 'failure_path', 'computed_path', 'status',
            'upgrade_keys', 'git_commit', 'run_artifact', 'preflight', 'check_runnable', 'compare_results',
            'agreement_lines', 'committed_result', 'agreement_with', 'BatchLocked', 'batch_lock', 'plan', 'print_plan',
-           'reproduce', 'list_artifacts', 'llama_parameters', 'profile_plan', 'print_profile_plan', 'main']
+           'reproduce', 'list_artifacts', 'llama_parameters', 'profile_plan', 'scaled_profile', 'code_path_check',
+           'print_profile_plan', 'main']
 
 # %% ../nbs/11_reproduce.ipynb #78f5e64a
 PAPER_ITEMS = (
@@ -424,7 +425,9 @@ def agreement_lines(agreement: dict) -> list[str]:
     for name, a in agreement.items():
         big = "; ".join(f"{d['key']}: {d['ref']:.4g} → {d['new']:.4g}" + (f" (noise {d['noise']:.2g})" if d["noise"] else "")
                         for d in a["largest"]) or "–"
-        vc = "; ".join(f"{c['claim'][:50]}: {c['ref']} → {c['new']}" for c in a["verdict_changes"]) or "none"
+        vc = "; ".join([f"{c['claim'][:50]}: {c['ref']} → {c['new']}" for c in a["verdict_changes"]] +
+                       ([f"{len(a['claims_only_one_side'])} claim(s) on one side only (added, removed or renamed): "
+                         + "; ".join(c[:50] for c in a["claims_only_one_side"][:2])] if a.get("claims_only_one_side") else [])) or "none"
         out.append(f"| {name} | {a['agreement']} | {a['values']} | {a['differing']} ({a['beyond_noise']}) | {vc} | {big.replace('|', '/')} "
                    f"| {a.get('reference_status', '')} result of {(a.get('reference_commit') or '?')[:12]} |")
     return out
@@ -648,7 +651,7 @@ def _deepspeed_check(P: Profile) -> str:
     return (f"configs/ds_zero3.json parsed by DeepSpeed {deepspeed.__version__} with the recipe filled in: ZeRO stage "
             f"{c.zero_optimization_stage}, {c.train_batch_size} sequences per step in this process; running ZeRO-3 stays GPU-only")
 
-def profile_plan(P: Profile, recorded: str = "cpu") -> dict:
+def profile_plan(P: Profile, recorded: str = "cpu", code_path: bool = False) -> dict:
     "What a batch of profile `P` fetches, trains and costs (estimates, with their assumptions), and the checks done without a GPU."
     sizes, g = _hub_sizes(), GPU_ASSUMPTION
     from posvec_lib.pretrained import PRETRAINED
@@ -711,8 +714,67 @@ def profile_plan(P: Profile, recorded: str = "cpu") -> dict:
     checks.append(("fine-tune runs", f"{len(runs)} requested by the notebooks (recorded by figures/{recorded}/)" if runs
                    else f"none recorded: run the {recorded} profile first to list them"))
     checks.append(("DeepSpeed", _deepspeed_check(P)))
+    if code_path:
+        rows = code_path_check(P)
+        bad = [w for w, o in rows if o.startswith("FAILED")]
+        checks.append(("code path (tiny model, knobs scaled down)", f"{len(rows) - len(bad)} of {len(rows)} steps ran" +
+                       (f"; failed: {bad}" if bad else "") + "; " + "; ".join(f"{w}: {o}" for w, o in rows)))
+    else: checks.append(("code path (tiny model, knobs scaled down)", "not run: add --code-path (about a minute on a CPU)"))
     return dict(profile=P.name, base_model=P.base_model, parameters=N, assumption=g, fetch=list(fetch.values()), train=train, measure=meas, checks=checks,
                 total_gpu_hours=sum(t.get("gpu_hours") or 0 for t in train) + meas["gpu_hours"])
+
+# %% ../nbs/11_reproduce.ipynb #cf61143c
+def scaled_profile(P: Profile, C: int = 32) -> Profile:
+    """The `smoke` profile with `P`'s fine-tuning and attention knobs scaled down to a window of `C`: the same targets s·C,
+    learning rate, per-GPU batch, GQA ratio and window ratios, two steps per run."""
+    heads = 4
+    return get_profile("smoke", C=C, pose_targets=P.pose_targets, pose_lr=P.pose_lr, pose_steps=2,
+                       pose_batch_size=max(2, P.pose_batch_size // GPU_ASSUMPTION["gpus"]), n_heads=heads,
+                       n_kv_heads=max(1, heads * P.n_kv_heads // P.n_heads), window=max(2, C * P.window // P.C),
+                       small_window=max(2, C * P.small_window // P.C), passkey_trials=2)
+
+# %% ../nbs/11_reproduce.ipynb #6db9b229
+def code_path_check(P: Profile, log=print) -> list[tuple[str, str]]:
+    """Run the fine-tuning and measurement code of profile `P` on a tiny model (`scaled_profile`): every (method,
+    interpolation) of paper B's notebooks for two steps at the first target, PoSE at the second; then PPL at each run's
+    target, positional vectors at the largest, passkey at the first. One (what, outcome) row each; it raises nothing."""
+    import math, torch
+    from posvec_lib.finetune import finetune, load_finetuned, passkey_accuracy
+    from posvec_lib.evaluate import sliding_window_ppl
+    from posvec_lib.decompose import positional_vectors
+    from posvec_lib.data import profile_data, long_documents
+    from posvec_lib.sweeps import INTERP, b_spec
+    Q = scaled_profile(P); s1, s2 = Q.pose_targets
+    specs = {f"{m} {h} {s1}C": b_spec(Q, m, h, steps=2) for m in ("pose", "full-length") for h in INTERP}
+    specs.update({f"randpos linear {s1}C": b_spec(Q, "randpos", steps=2), f"chunks N=3 {s1}C": b_spec(Q, "chunks", n_chunks=3, steps=2),
+                  f"pose linear {s2}C": b_spec(Q, "pose", s=s2, steps=2)})
+    data, rows = profile_data(Q), []
+    def attempt(what, fn):
+        t = time.time()
+        try: rows.append((what, f"ok ({fn()}; {time.time() - t:.1f} s)"))
+        except Exception as e: rows.append((what, f"FAILED: {type(e).__name__}: {str(e)[:200]}"))
+        log(f"  code path: {what}: {rows[-1][1]}")
+    for label, spec in specs.items():
+        def run(spec=spec):
+            finetune(Q, spec); m = load_finetuned(Q, spec); Lt = spec.target * Q.C
+            doc = long_documents(data.validation, Lt - 1, 1, bos=False)
+            r = sliding_window_ppl(m, list(doc), Lt, Q.C // 2, data.tokenizer.bos_token_id, progress=False)
+            if not math.isfinite(r["ppl"]): raise ValueError(f"PPL at {Lt} is {r['ppl']}")
+            return f"Lt = {Lt}, 2 Trainer steps, PPL at Lt {r['ppl']:.0f}"
+        attempt(f"fine-tune {label}", run)
+    def pv():
+        spec = specs[f"pose linear {s2}C"]; Lt = s2 * Q.C
+        x = long_documents(data.validation, Lt, 4)
+        p = positional_vectors(load_finetuned(Q, spec), x, 2, progress=False).p
+        if not torch.isfinite(p).all(): raise ValueError("positional vectors are not finite")
+        return f"positional vectors {tuple(p.shape)} at {Lt} tokens"
+    attempt(f"positional vectors {s2}C", pv)
+    def pk():
+        Lt = s1 * Q.C
+        r = passkey_accuracy(load_finetuned(Q, specs[f"pose linear {s1}C"]), data.tokenizer, Lt, Q.passkey_trials)
+        return f"passkey at {Lt} tokens, {Q.passkey_trials} trials, accuracy {r['accuracy']:.2f}"
+    attempt(f"passkey {s1}C", pk)
+    return rows
 
 # %% ../nbs/11_reproduce.ipynb #0f96d57e
 def print_profile_plan(D: dict):
@@ -779,6 +841,8 @@ def main(argv: list[str] | None = None) -> int:
     rp = sub.add_parser("report", help="write figures/<profile>/REPORT.md and REPORT.html")
     pl = sub.add_parser("plan", help="what a batch of a profile would fetch, train and cost (GPU-hours, memory), without running it")
     pl.add_argument("--json", action="store_true")
+    pl.add_argument("--code-path", action="store_true",
+                    help="also run the profile's fine-tuning and measurement code on a tiny model with its knobs scaled down (~1 min on a CPU)")
     cp = sub.add_parser("compare", help="how the results in figures/<profile>/ agree with those of a commit (identical / within noise / different)")
     cp.add_argument("--against", default="HEAD", help="a commit, branch or tag (default HEAD)"); cp.add_argument("--only", default=None)
     for p in (r, l, rp, pl, cp):
@@ -813,7 +877,7 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(agreement_lines(A)) if A else f"no artifact has results both here and at {a.against}")
             return 0 if all(v["agreement"] != "different" for v in A.values()) else 1
         if a.cmd == "plan":
-            D = profile_plan(P)
+            D = profile_plan(P, code_path=a.code_path)
             if a.json: print(json.dumps(D, indent=1, default=str))
             else: print_profile_plan(D)
             return 0
