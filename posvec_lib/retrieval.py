@@ -9,17 +9,19 @@ import torch
 from .data import TokenizedDocs, fixed_length_samples
 
 # %% auto #0
-__all__ = ['RECALL_NAMES', 'recall_window', 'RecallWindows']
+__all__ = ['RECALL_NAMES', 'recall_window', 'RecallWindows', 'recall_accuracy']
 
 # %% ../nbs/03b_retrieval.ipynb #9fa0e724
 RECALL_NAMES = ("key", "value", "secret", "token", "code", "number", "port", "count", "offset", "size", "limit", "seed",
                 "index", "level", "total", "answer", "magic", "pin", "serial", "ident")   # not `pass_key`: the test's name
 
 # %% ../nbs/03b_retrieval.ipynb #e5d04a81
-def recall_window(docs: TokenizedDocs, tokenizer, length: int, rng: np.random.Generator, max_pairs: int = 3) -> torch.Tensor:
+def recall_window(docs: TokenizedDocs, tokenizer, length: int, rng: np.random.Generator, max_pairs: int = 3,
+                  with_answer: bool = False):
     """One recall window of exactly `length` tokens: BOS, a random stretch of training code as filler with 1…`max_pairs`
     assignments `name = v` (v ~ U{1..50000}) inserted at random token positions, and `assert name == v` for one of them
-    at the end (its value the last tokens before the closing line break)."""
+    at the end (its value the last tokens before the closing line break). `with_answer`: also return the index of the
+    value's first token and the value (the index is None when the tokenizer merges the value into the `==` before it)."""
     if max_pairs < 1: raise ValueError(f"max_pairs={max_pairs} must be ≥ 1")
     enc = lambda t: tokenizer(t, add_special_tokens=False)["input_ids"]
     k = int(rng.integers(1, max_pairs, endpoint=True))
@@ -33,7 +35,10 @@ def recall_window(docs: TokenizedDocs, tokenizer, length: int, rng: np.random.Ge
     cuts = np.sort(rng.integers(0, F, size=k, endpoint=True))
     ids, prev = [docs.bos_id], 0
     for c, nd in zip(cuts, needles): ids += fill[prev:c] + nd; prev = c
-    return torch.tensor(ids + fill[prev:] + question, dtype=torch.long)
+    out = torch.tensor(ids + fill[prev:] + question, dtype=torch.long)
+    if not with_answer: return out
+    head = enc(f"\nassert {names[ask]} ==")
+    return out, (length - len(question) + len(head) if question[:len(head)] == head else None), int(vals[ask])
 
 # %% ../nbs/03b_retrieval.ipynb #145203f9
 class RecallWindows(torch.utils.data.Dataset):
@@ -48,3 +53,22 @@ class RecallWindows(torch.utils.data.Dataset):
         if self.is_recall(i): x = recall_window(self.docs, self.tok, self.length, np.random.default_rng([self.seed, i]), self.max_pairs)
         else: x = fixed_length_samples(self.docs, self.length, 1, seed=self.seed * 1_000_003 + i)[0]
         return {"input_ids": x, "labels": x.clone(), "attention_mask": torch.ones_like(x)}
+
+# %% ../nbs/03b_retrieval.ipynb #21494594
+@torch.no_grad()
+def recall_accuracy(model, docs: TokenizedDocs, tokenizer, length: int, n: int, seed: int = 0, new_tokens: int = 6) -> dict:
+    """Exact match of the asked value in `n` recall windows of `docs` (use a held-out split), read greedily after the
+    window's `assert name ==`: the training format's own retrieval score (chance ≈ 0)."""
+    import re
+    model.eval(); dev = next(model.parameters()).device
+    hits, scored = 0, 0
+    for i in range(n):
+        ids, start, val = recall_window(docs, tokenizer, length, np.random.default_rng([seed, i]), with_answer=True)
+        if start is None: continue
+        x = ids[:start][None].to(dev)
+        for _ in range(new_tokens):
+            x = torch.cat([x, model(x, attention_mask=torch.ones_like(x)).logits[:, -1:].argmax(-1)], 1)
+        m = re.search(r"\d+", tokenizer.decode(x[0, start:].tolist()))
+        hits += bool(m and int(m.group()) == val); scored += 1
+    if not scored: raise ValueError("no recall window could be split at its value with this tokenizer")
+    return dict(accuracy=hits / scored, windows=scored, se=float(np.sqrt(max(hits / scored * (1 - hits / scored), 1e-12) / scored)))
