@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
-from .trace import decoder_layers
+from .trace import decoder_layers, hooks
 from .decompose import StreamingMoments, PositionalVectors, positional_vectors
 from .attention import attention_by_distance, sink_share, uniform_sink_share, sink_x_uniform
 from .train import token_nll
@@ -30,19 +30,6 @@ class InputVectors(PositionalVectors):
     "Positional vectors p [L, T, d] of the hidden state entering each layer's attention, raw ('pre_norm') or after the input norm ('post_norm')."
     where: str = "pre_norm"
 
-@contextmanager
-def _input_norm_hooks(model, fn, layers=None):
-    "Forward hooks on the input norm of `layers` calling fn(l, h, x) (h the residual input, x the normed one); removed on exit."
-    handles = []
-    try:
-        for l, layer in enumerate(decoder_layers(model)):
-            if layers is None or l in layers:
-                handles.append(layer.input_layernorm.register_forward_hook(
-                    lambda mod, args, out, l=l: fn(l, args[0], out)))
-        yield model
-    finally:
-        for h in handles: h.remove()
-
 @torch.no_grad()
 def attention_input_vectors(model, samples: torch.Tensor, where: str = "pre_norm", batch_size: int = 16,
                             progress: bool = False) -> InputVectors:
@@ -50,8 +37,9 @@ def attention_input_vectors(model, samples: torch.Tensor, where: str = "pre_norm
     if where not in WHERES: raise ValueError(f"unknown where={where!r}; allowed: {WHERES}")
     L, dev = len(decoder_layers(model)), next(model.parameters()).device
     mom, buf = StreamingMoments(), {}
-    def keep(l, h, x): buf[l] = (h if where == "pre_norm" else x).detach()
-    with _input_norm_hooks(model, keep):
+    def keep(t, name): buf[int(name.split(".")[1])] = t.detach()
+    point = "resid_pre" if where == "pre_norm" else "ln1"
+    with hooks(model, {f"{point}.{l}": keep for l in range(L)}):
         for s in tqdm(range(0, len(samples), batch_size), disable=not progress, desc="input vectors", leave=False):
             x = samples[s:s + batch_size].to(dev)
             model(x, attention_mask=torch.ones_like(x))
@@ -92,25 +80,26 @@ def ablate(model, removal: str, positions=None, ref: InputVectors | None = None,
         if ref is None: raise ValueError(f"removal {removal!r} needs the reference vectors `ref` (attention_input_vectors)")
         if ref.where not in WHERES: raise ValueError(f"unknown ref.where={ref.where!r}; allowed: {WHERES}")
     idx = _positions(positions, ref.p.shape[1] if ref is not None else 10 ** 9)
-    edited = {}                                                          # layer -> edited attention input [B, T, d]
-    def edit(l, h, x):
+    resid, edited = {}, {}                               # layer -> residual entering it / edited attention input [B, T, d]
+    layer_of = lambda name: int(name.split(".")[1])
+    def keep_resid(h, name): resid[layer_of(name)] = h
+    def edit(x, name):                                   # at ln1: build what the targets will read instead of x
+        l = layer_of(name)
         if ref.where == "post_norm": edited[l] = _edited(x, ref, l, removal, idx)
-        else:                                                            # re-norm only the edited positions
-            new = x.clone(); new[:, idx] = stack[l].input_layernorm.forward(_edited(h, ref, l, removal, idx))[:, idx]
+        else:                                            # re-norm only the edited positions
+            new = x.clone(); new[:, idx] = stack[l].input_layernorm.forward(_edited(resid[l], ref, l, removal, idx))[:, idx]
             edited[l] = new
-    def zero_v(mod, args, out):
-        out = out.clone(); out[:, idx] = 0; return out
-    with ExitStack() as es:
-        if removal == "value":                                           # `targets` do not apply: values are zeroed
-            for l in layers: es.callback(stack[l].self_attn.v_proj.register_forward_hook(zero_v).remove)
-        else:
-            es.enter_context(_input_norm_hooks(model, edit, layers))
-            for l in layers:
-                for t in targets:
-                    proj = getattr(stack[l].self_attn, f"{t}_proj")
-                    es.callback(proj.register_forward_pre_hook(lambda mod, args, l=l: (edited[l], *args[1:])).remove)
-        es.callback(edited.clear)
-        yield model
+    def read_edited(t, name): return edited[layer_of(name)]
+    def zero_v(v, name):
+        v = v.clone(); v[:, idx] = 0; return v
+    if removal == "value":                               # `targets` do not apply: values are zeroed
+        points = {f"v.{l}": zero_v for l in layers}
+    else:
+        points = {**({f"resid_pre.{l}": keep_resid for l in layers} if ref.where == "pre_norm" else {}),
+                  **{f"ln1.{l}": edit for l in layers}, **{f"{t}_in.{l}": read_edited for l in layers for t in targets}}
+    try:
+        with hooks(model, points): yield model
+    finally: resid.clear(); edited.clear()
 
 # %% ../nbs/06a_ablate.ipynb #34484fa7
 def position_sets(C: int, n_initial: int = 5) -> dict[str, range]:

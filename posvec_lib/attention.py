@@ -15,7 +15,8 @@ __all__ = ['SINK_X_UNIFORM', 'mean_attention', 'sink_share', 'uniform_sink_share
 # %% ../nbs/06_attention.ipynb #246bf918
 @torch.no_grad()
 def mean_attention(model, samples: torch.Tensor, batch_size: int = 8, progress: bool = True, layers=None) -> torch.Tensor:
-    """Attention weights averaged over samples: [layers, heads, T, T] (float64). Needs eager attention.
+    """Attention weights averaged over samples: [layers, heads, T, T] (float64), through eager attention (switched on by
+    `trace.hooks` for the pass and back afterwards).
 
     Each layer's weights are added to a float64 running sum on the model's device as the forward pass returns them
     (no stacking); `layers` (default: all) keeps only some layers, in that order, for large models.
@@ -27,14 +28,12 @@ def mean_attention(model, samples: torch.Tensor, batch_size: int = 8, progress: 
     bad = [l for l in layers if not 0 <= l < n_layers]
     if bad: raise ValueError(f"layers {bad} out of range; allowed: 0..{n_layers - 1}")
     acc, n = {}, 0
-    def fold(l):
-        def f(w):
-            if w is None:
-                raise RuntimeError("no attention weights were returned: load the model with attn='posvec_eager' (or 'eager')")
-            w = w.sum(0, dtype=torch.float64)
-            acc[l] = w if l not in acc else acc[l] + w
-        return f
-    with hooks(model, {f"attn.{l}": fold(l) for l in layers}):
+    def fold(w, name):                                   # one function for every layer: the point's name says which
+        if w is None:
+            raise RuntimeError("no attention weights were returned: load the model with attn='posvec_eager' (or 'eager')")
+        l, w = int(name.split(".")[1]), w.sum(0, dtype=torch.float64)
+        acc[l] = w if l not in acc else acc[l] + w
+    with hooks(model, {f"attn.{l}": fold for l in layers}):            # switches to eager attention for the pass
         for s in tqdm(range(0, len(samples), batch_size), disable=not progress, desc="attention", leave=False):
             x = samples[s:s + batch_size].to(dev)
             model.base_model(input_ids=x, attention_mask=torch.ones_like(x), output_attentions=True)

@@ -54,12 +54,11 @@ def positional_vectors(model, samples: torch.Tensor, batch_size: int = 16, progr
     T, d = samples.shape[1], model.config.hidden_size
     s1 = torch.zeros(L, T, d, dtype=torch.float64, device=dev)       # sum of h
     sq = torch.zeros(L, T, dtype=torch.float64, device=dev)          # sum of |h|^2
-    def fold(l):
-        def f(h):
-            s1[l] += h.sum(0, dtype=torch.float64); sq[l] += (h * h).sum(-1, dtype=torch.float64).sum(0)
-        return f
+    def fold(h, name):
+        l = int(name.split(".")[1])
+        s1[l] += h.sum(0, dtype=torch.float64); sq[l] += (h * h).sum(-1, dtype=torch.float64).sum(0)
     body = getattr(model, "base_model", model)
-    with torch.no_grad(), hooks(model, {f"resid_post.{l}": fold(l) for l in range(L)}):
+    with torch.no_grad(), hooks(model, {f"resid_post.{l}": fold for l in range(L)}):
         for s in tqdm(range(0, len(samples), batch_size), disable=not progress, desc="positional vectors", leave=False):
             x = samples[s:s + batch_size].to(dev)
             body(input_ids=x, attention_mask=torch.ones_like(x))

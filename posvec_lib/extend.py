@@ -232,7 +232,7 @@ class PositionalVectorReplacement(Extension):
         self.shift = replacement_shift(p[layer].double(), r, alpha, n_keep)  # [T_ref, d] float64
         self._stack, self._dev = None, {}
         self._start()
-    def _edit(self, h):
+    def _edit(self, h, name=None):
         T = h.shape[1]
         if T > self.shift.shape[0]:
             raise ValueError(f"input of {T} tokens is longer than the reference positional vectors ({self.shift.shape[0]})")
