@@ -1,6 +1,6 @@
 """Benchmark (not a test): zoo training throughput on this CPU, in tokens per second, for the settings issue 13 asks about.
 
-    python benchmarks/throughput.py --profile cpu --steps 12 --out benchmarks/throughput-cpu.csv
+    python benchmarks/throughput.py --profile cpu --steps 12 --out benchmarks/throughput-cpu.csv [--set n_layers=8 d_model=128 ...]
 
 One training step is what `train.train_zoo_model` runs through the Trainer: forward, backward, gradient clipping and an
 AdamW step of a randomly initialised zoo model of the profile's size on real BOS-prefixed windows of the training split.
@@ -11,15 +11,23 @@ loss after the timed steps is compared with the fp32 baseline's, so a faster set
 It also prints the zoo's quality per minute of training from the manifests of the cached zoo (final validation PPL and
 wall time), when the zoo of that profile is cached.
 
-Measured on this 2-core AMD EPYC (AVX2, no AVX-512 BF16), 2026-12-01, `--steps 8 --only bf16,1-thread,double-batch`
-(benchmarks/throughput-cpu.csv): fp32 at batch 32 × 128, 2 threads, 4038 tokens/s; bf16 autocast 273 tokens/s (15× slower
-without bf16 hardware; loss unchanged to 1e-4); 1 thread 2382 (0.59×); batch 64 4532 (1.12×). torch.compile not yet measured
-(the full run of all seven settings did not finish in 10 minutes, bf16 taking two of them).
+Measured on this 2-core AMD EPYC (AVX2, no AVX-512 BF16), benchmarks/throughput-cpu.csv (8 timed steps, batch 32 × 128):
+- 2026-12-01, `--steps 8 --only bf16,1-thread,double-batch` (the old 4-layer, width-192 geometry): fp32 4038 tokens/s;
+  bf16 autocast 273 tokens/s (15× slower without bf16 hardware; loss unchanged to 1e-4); 1 thread 2382 (0.59×);
+  batch 64 4532 (1.12×).
+- 2026-12-02, `--steps 8 --only compile,double-batch` (same geometry): fp32 5022 tokens/s (run-to-run spread of the fp32
+  baseline on this machine: 4038–5240), torch.compile 5698 (1.13×, loss identical to 4 decimals) after about three
+  minutes of compilation per model (backward included), batch 64 4423 (0.88×). Seven zoo models of 5–13 minutes each
+  would spend about as long compiling as compile saves, so the zoo trains in eager fp32.
+- 2026-12-02, geometries for issue 13's receptive field (the same `run` with `--set n_layers=… d_model=… d_ff=…`,
+  fp32, rope / window): 4 × 192 (d_ff 512) 5240 / 4954; 6 × 160 (448) 5419 / 5412; 8 × 128 (384) 4131 / 4336;
+  8 × 160 (448) 3414 / 3542 tokens/s. The `cpu` profile takes 6 × 160: as fast as the old 4 × 192 and deep enough for
+  L·W = 4.5 C with W = 96 (8 layers would cost 25 % more per token).
 """
 import argparse, contextlib, csv, json, time
 from pathlib import Path
 import torch
-from posvec_lib.config import get_profile, cache_dir
+from posvec_lib.config import get_profile, cache_dir, parse_sets
 from posvec_lib.data import profile_data, fixed_length_samples
 from posvec_lib.train import build_model
 from posvec_lib.variants import zoo_variants
@@ -52,7 +60,7 @@ def run(P, data, variant: str, steps: int, warmup: int, batch: int, bf16: bool, 
         opt.step(); opt.zero_grad(set_to_none=True)
         losses.append(out.loss.detach().item())
     dt = time.perf_counter() - t0
-    return dict(variant=variant, batch=batch, C=P.C, bf16=bf16, compile=compile_, threads=threads, steps=steps,
+    return dict(variant=variant, n_layers=P.n_layers, d_model=P.d_model, d_ff=P.d_ff, batch=batch, C=P.C, bf16=bf16, compile=compile_, threads=threads, steps=steps,
                 seconds=round(dt, 2), tokens_per_s=round(steps * batch * P.C / dt, 1), final_loss=round(losses[-1], 4),
                 mean_timed_loss=round(sum(losses[warmup:]) / steps, 4))
 
@@ -74,8 +82,9 @@ def main():
     ap.add_argument("--steps", type=int, default=12); ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--out", default=None, help="CSV of the rows (default: print only)")
     ap.add_argument("--only", default=None, help="comma-separated settings among: " + ", ".join(SETTING_NAMES))
+    ap.add_argument("--set", nargs="*", default=[], metavar="KNOB=VALUE", help="knob overrides, e.g. another model geometry")
     a = ap.parse_args()
-    P = get_profile(a.profile); data = profile_data(P)
+    P = get_profile(a.profile, **parse_sets(a.set)); data = profile_data(P)
     B, T = P.batch_size, P.threads
     settings = [dict(batch=B, bf16=False, compile_=False, threads=T),          # the recipe as it is
                 dict(batch=B, bf16=True, compile_=False, threads=T),

@@ -12,12 +12,13 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['ZOO_VARIANTS', 'KNOBS', 'PROFILES', 'VERDICTS', 'Profile', 'Knob', 'check_knob', 'parse_knob', 'get_profile',
-           'project_root', 'require_clone', 'cache_dir', 'figures_dir', 'DiskError', 'disk_errors', 'writable',
-           'atomic_write', 'write_json', 'remove_cache_entry', 'file_sha256', 'seal', 'seal_check', 'discard_damaged',
-           'verify_files', 'entry_ok', 'load_sealed', 'seed_everything', 'resolve_device', 'torch_dtype', 'oom_hint',
-           'decide', 'split_half_noise', 'decide_all', 'binomial_noise', 'note_input', 'used_inputs', 'is_timing',
-           'Record', 'staging_dir', 'swap_in', 'restore_interrupted']
+__all__ = ['ZOO_VARIANTS', 'KNOBS', 'PROFILES', 'OFFLINE_VARIABLES', 'SAMPLE_SEEDS', 'VERDICTS', 'Profile', 'Knob', 'check_knob',
+           'parse_knob', 'get_profile', 'parse_sets', 'is_offline', 'sample_seed', 'project_root', 'require_clone',
+           'cache_dir', 'figures_dir', 'DiskError', 'disk_errors', 'writable', 'atomic_write', 'write_json',
+           'remove_cache_entry', 'file_sha256', 'seal', 'seal_check', 'discard_damaged', 'verify_files', 'entry_ok',
+           'load_sealed', 'seed_everything', 'resolve_device', 'torch_dtype', 'oom_hint', 'decide', 'split_half_noise',
+           'decide_all', 'binomial_noise', 'note_input', 'used_inputs', 'is_timing', 'Record', 'staging_dir', 'swap_in',
+           'restore_interrupted']
 
 # %% ../nbs/00_config.ipynb #b21b91f8
 @dataclass(frozen=True)
@@ -37,18 +38,21 @@ class Profile:
     vocab_size: int = 4096
     # model (zoo, trained from scratch when `base_model` is empty)
     base_model: str = ""                 # hub name / path of a pretrained RoPE model (paper: TinyLlama)
-    d_model: int = 192
-    n_layers: int = 4
+    d_model: int = 160
+    n_layers: int = 6
     n_heads: int = 4
     n_kv_heads: int = 4
-    d_ff: int = 512
+    d_ff: int = 448
     C: int = 128                         # context window Lc of the zoo models
-    window: int = 32                     # W of the window-attention variants (paper: 512 of 2048)
-    small_window: int = 24               # W of the small-window variant; n_layers * small_window < C (paper: 80)
+    window: int = 96                     # W of the window-attention variants: L·W = 4.5C (paper: 22 × 512 = 5.5C of 2048)
+    small_window: int = 16               # W of the small-window variant; n_layers * small_window < C (paper: 22 × 80 < 2048)
     rope_theta: float = 10000.0
     zoo: tuple = ("nope", "rope", "window", "window_rope", "alibi", "window_small", "nope_new")
-    # training from scratch
-    train_steps: int = 800
+    # training: the RoPE base from scratch, then every other variant continually pre-trained from it (paper A's recipe)
+    train_steps: int = 1000              # steps of the RoPE base (and of every variant when continual_steps = 0)
+    continual_steps: int = 200           # steps of each variant's continual pre-training from the base; TL-NoPE-new: from
+                                         # scratch for train_steps + continual_steps (0 = every variant from scratch)
+    recall_share: float = 0.0            # share of synthetic key-value recall windows in pre-training (posvec_lib.retrieval)
     batch_size: int = 32
     lr: float = 2e-3
     warmup_steps: int = 80
@@ -130,7 +134,8 @@ KNOBS: dict[str, Knob] = dict(
     small_window=_int(1), rope_theta=_pos_float(),
     zoo=Knob(tuple, f"a non-empty list of distinct zoo variants from {list(ZOO_VARIANTS)}",
              lambda v: len(v) > 0 and len(set(v)) == len(v) and all(x in ZOO_VARIANTS for x in v)),
-    train_steps=_int(0), batch_size=_int(1), lr=_pos_float(), warmup_steps=_int(0), weight_decay=_pos_float(zero=True),
+    train_steps=_int(0), continual_steps=_int(0), recall_share=Knob(float, "a number from 0 to 1 (a share of training windows)", lambda v: 0 <= v <= 1),
+    batch_size=_int(1), lr=_pos_float(), warmup_steps=_int(0), weight_decay=_pos_float(zero=True),
     eval_samples=_int(1), n_samples=_int(2), max_factor=_int(2),
     ext_factors=Knob(tuple, "a non-empty list of integers ≥ 2 (extension targets t·C beyond the window C)", lambda v: len(v) > 0 and all(x >= 2 for x in v), int),
     pose_targets=Knob(tuple, "a non-empty list of integers t ≥ 2 (the PoSE target window Lt = t·C must be larger than the original window Lc = C)", lambda v: len(v) > 0 and all(x >= 2 for x in v), int),
@@ -203,7 +208,7 @@ def _validate_profile(p):
 PROFILES: dict[str, Profile] = {
     "smoke": Profile(
         name="smoke", threads=1, corpus_max_files=80, vocab_size=512, d_model=32, n_layers=2, n_heads=2, n_kv_heads=2,
-        d_ff=64, C=32, window=8, small_window=6, train_steps=30, batch_size=8, lr=3e-3, warmup_steps=5,
+        d_ff=64, C=32, window=8, small_window=6, train_steps=30, continual_steps=10, batch_size=8, lr=3e-3, warmup_steps=5,
         eval_samples=8, n_samples=16, max_factor=2, ext_factors=(2,), pose_targets=(2, 4), pose_steps=4,
         pose_batch_size=2, passkey_trials=3, passkey_candidates=8, mc_iterations=500, eval_docs=2,
         pretrained_model="tiny-local", pretrained_length=32, pretrained_samples=4, pretrained_passkey_lengths=(160,)),
@@ -212,7 +217,7 @@ PROFILES: dict[str, Profile] = {
         name="paper", device="cuda", dtype="bfloat16", threads=8, corpus="togethercomputer/RedPajama-Data-1T-Sample",
         eval_corpus="emozilla/pg19-test", second_corpus="tau/scrolls:gov_report", tokenizer="TinyLlama/TinyLlama_v1.1",
         vocab_size=32000, base_model="TinyLlama/TinyLlama_v1.1", d_model=2048, n_layers=22, n_heads=32,
-        n_kv_heads=4, d_ff=5632, C=2048, window=512, small_window=80, train_steps=0, batch_size=8, lr=4e-4,
+        n_kv_heads=4, d_ff=5632, C=2048, window=512, small_window=80, train_steps=0, continual_steps=2000, batch_size=8, lr=4e-4,
         n_samples=32768, max_factor=4, ext_factors=(2, 4), pose_targets=(8, 16), pose_steps=1000, pose_lr=2e-5, passkey_trials=50, passkey_candidates=100,
         pose_batch_size=64, eval_docs=50, pretrained_model="llama-3-8b", pretrained_length=2048, pretrained_samples=2048,
         pretrained_passkey_lengths=(2048, 4096, 8192),
@@ -239,6 +244,44 @@ def get_profile(name: str | Profile = "cpu", **overrides) -> Profile:
     for k, v in overrides.items():  # papermill passes lists for tuples
         fix[k] = tuple(v) if isinstance(getattr(p, k), tuple) and isinstance(v, list) else v
     return replace(p, **fix)
+
+# %% ../nbs/00_config.ipynb #9c4a8b9d
+def parse_sets(sets: list[str] | None) -> dict:
+    "`--set knob=value` pairs, each typed and range-checked by its knob; every bad one is named in one error."
+    out, errors, unknown = {}, [], []
+    for s in sets or []:
+        if "=" not in s: errors.append(f"--set wants knob=value, got {s!r}"); continue
+        k, v = s.split("=", 1)
+        if k not in KNOBS: unknown.append(k); continue
+        try: out[k] = parse_knob(k, v)
+        except ValueError as e: errors.append(str(e))
+    if unknown: errors.insert(0, f"unknown knob(s) {unknown}; valid knobs: {list(KNOBS)}")
+    if errors: raise ValueError("; ".join(errors) if len(errors) == 1 else "bad --set values:\n  " + "\n  ".join(errors))
+    return out
+
+# %% ../nbs/00_config.ipynb #d9fe6036
+OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+def is_offline() -> bool:
+    "Whether the hub is switched off: any of `OFFLINE_VARIABLES` set to 1 / true / yes."
+    return any(os.environ.get(v, "0").strip().lower() in ("1", "true", "yes") for v in OFFLINE_VARIABLES)
+
+# %% ../nbs/00_config.ipynb #58b8fbfd
+SAMPLE_SEEDS = dict(                 # offsets to the profile seed, one per named sample set
+    long_test=11,                    # test windows of max_factor·C tokens: PPL by position, beyond-window measures
+    positional=12,                   # C-token validation windows: positional vectors
+    positional_long=13,              # longer validation windows: positional vectors across the window (A_formation)
+    ablation_test=21,                # test windows scored under ablations (A_ablation)
+    extend_test=33,                  # test windows for the window-extension searches (A_extend)
+    icl_repetition=41,               # repeated-sequence inputs, + k for repetition count k (A_rebuttal_icl)
+    needle_test=51,                  # test windows for the needle / window-input similarity (A_rebuttal_icl)
+    coverage_paper=1,                # Monte Carlo at the paper's lengths (pose_coverage)
+    pretrained_positional=61, pretrained_ppl=62, pretrained_icl=63, pretrained_passkey=64)   # the pretrained model's sets
+
+def sample_seed(profile: Profile, name: str, k: int = 0) -> int:
+    "Seed of the named sample set (`SAMPLE_SEEDS`): the profile's seed + its offset (+ `k` within a family of sets)."
+    if name not in SAMPLE_SEEDS: raise ValueError(f"unknown sample set {name!r}; allowed: {list(SAMPLE_SEEDS)}")
+    return profile.seed + SAMPLE_SEEDS[name] + k
 
 # %% ../nbs/00_config.ipynb #3da2bf13
 def project_root() -> Path:

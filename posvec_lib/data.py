@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from datasets import Dataset, DatasetDict, load_dataset, concatenate_datasets
-from .config import Profile, get_profile, cache_dir, atomic_write, write_json, load_sealed, seal
+from .config import Profile, get_profile, cache_dir, atomic_write, write_json, load_sealed, seal, is_offline
 
 # %% auto #0
 __all__ = ['stdlib_files', 'split_of', 'Corpus', 'load_corpus', 'train_bpe', 'get_tokenizer', 'TokenizedDocs', 'tokenize_split',
@@ -72,9 +72,6 @@ def _stdlib_corpus(kind: str, max_files: int) -> Corpus:
     return Corpus(name, splits, _manifest(name, splits, max_files=max_files))
 
 # %% ../nbs/01_data.ipynb #0c6dbd29
-def _offline() -> bool:
-    return any(os.environ.get(v, "0").lower() in ("1", "true", "yes") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
-
 def _ensure_splits(ds) -> DatasetDict:
     "Give a corpus train/validation/test splits: hash of the row index, like the stdlib's hash of the path."
     if isinstance(ds, Dataset): ds = DatasetDict({"train": ds})
@@ -112,7 +109,7 @@ def load_corpus(source: str = "stdlib", max_files: int = 0, text_column: str = "
         return Corpus(p.name, splits, _manifest(str(p), splits))
     if source.startswith((".", "/", "~")):
         raise FileNotFoundError(f"corpus path {source!r} does not exist; give an existing file/folder, 'stdlib', 'stdlib-tests' or a hub name")
-    if _offline():
+    if is_offline():
         raise ConnectionError(f"corpus {source!r} looks like a hub name but the hub is offline (HF_HUB_OFFLINE/HF_DATASETS_OFFLINE); "
                               "use 'stdlib', 'stdlib-tests' or a local path")
     name, _, config = source.partition(":")

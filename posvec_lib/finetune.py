@@ -13,20 +13,20 @@ import torch
 from transformers import LlamaForCausalLM, Trainer, TrainerCallback
 from transformers.trainer_callback import PrinterCallback
 from .config import (Profile, get_profile, cache_dir, write_json, atomic_write, seed_everything, resolve_device, project_root,
-                               remove_cache_entry, oom_hint, note_input, entry_ok, seal, disk_errors)
+                               remove_cache_entry, oom_hint, note_input, entry_ok, seal, disk_errors, parse_sets)
 from .data import TokenizedDocs, profile_data, long_documents
-from .train import load_zoo_model, zoo_path, training_args, last_checkpoint, note_zoo_entry
+from .train import load_zoo_model, zoo_path, training_args, last_checkpoint, note_zoo_entry, world_size, rank, _in_notebook
 from .rope import apply_interpolation, METHODS as INTERPOLATIONS
 from .pose import PoSECollator, check_windows, check_choice, check_chunks, CONTENTS, ANCHORS, OFFSETS, CHUNKS_SAMPLER
 from .evaluate import truncate_ppl
 
 # %% auto #0
 __all__ = ['FT_METHODS', 'FT_RECIPE', 'PASSKEY_VARIANTS', 'PAPER_BENCHMARKS', 'FinetuneSpec', 'ExtensionDocs', 'extended_model',
-           'warmup_steps', 'world_size', 'rank', 'finetune_args', 'finetune_key', 'finetune_path', 'finetune',
-           'load_finetuned', 'finetune_manifest', 'passkey_prompt', 'passkey_min_length', 'first_integer',
-           'passkey_accuracy', 'candidate_logprobs', 'passkey_rank', 'step_cost', 'efficiency_comparison',
-           'streaming_nll', 'streaming_ppl', 'prefix_ppl', 'standard_benchmarks', 'deepspeed_zero3_config',
-           'accelerate_zero3_config', 'write_launch_configs', 'main']
+           'warmup_steps', 'finetune_args', 'finetune_key', 'finetune_path', 'finetune', 'load_finetuned',
+           'finetune_manifest', 'passkey_prompt', 'passkey_min_length', 'first_integer', 'passkey_accuracy',
+           'candidate_logprobs', 'passkey_rank', 'step_cost', 'efficiency_comparison', 'streaming_nll', 'streaming_ppl',
+           'prefix_ppl', 'standard_benchmarks', 'deepspeed_zero3_config', 'accelerate_zero3_config',
+           'write_launch_configs', 'main']
 
 # %% ../nbs/12_finetune.ipynb #69ecf706
 FT_METHODS = ("pose", "full-length", "randpos", "chunks")
@@ -101,8 +101,6 @@ def warmup_steps(steps: int) -> int:
     "The paper's 10 warmup steps, or a quarter of the steps for very short runs."
     return min(10, steps // 4)
 
-def world_size() -> int: return int(os.environ.get("WORLD_SIZE", "1"))
-def rank() -> int: return int(os.environ.get("RANK", "0"))
 
 def finetune_args(profile: Profile, out_dir: Path, steps: int, deepspeed: str | None = None, **kw):
     "TrainingArguments of the paper's recipe: AdamW (0.9, 0.999), no weight decay, linear schedule, 10 warmup steps, pose_lr."
@@ -121,7 +119,7 @@ def finetune_key(profile: Profile, spec: FinetuneSpec) -> str:
     "Content key of a run: spec, recipe knobs, base model folder (a content key), corpus and tokenizer."
     data = profile_data(profile)
     knobs = {k: getattr(profile, k) for k in ("C", "pose_batch_size", "pose_lr", "pose_steps", "seed", "eval_docs")}
-    blob = json.dumps(dict(spec=asdict(spec), knobs=knobs, base=zoo_path(profile, spec.base).name,
+    blob = json.dumps(dict(spec=asdict(replace(spec, eval_every=0)), knobs=knobs, base=zoo_path(profile, spec.base).name,
                            corpus=data.manifest["hash"], tokenizer=data.manifest["tokenizer"], recipe=FT_RECIPE,
                            **({"sampler": CHUNKS_SAMPLER} if spec.method == "chunks" else {})), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
@@ -160,7 +158,7 @@ def _held_out(profile: Profile, Lt: int, n: int) -> torch.Tensor:
 def finetune(profile: Profile, spec: FinetuneSpec, force: bool = False, deepspeed: str | None = None) -> Path:
     "Fine-tune `spec.base` to Lt = target·C with the paper's recipe (cached; manifest last); returns the run's folder."
     final = finetune_path(profile, spec)
-    if entry_ok(final) and not force: return _noted(final)     # a damaged entry is named, discarded and trained again
+    if _has(final, spec) and not force: return _noted(final)   # a damaged entry is named, discarded and trained again
     C, Lt, steps = profile.C, spec.target * profile.C, spec.steps or profile.pose_steps
     data, main = profile_data(profile), rank() == 0
     seed_everything(profile.seed)
@@ -207,6 +205,10 @@ def finetune(profile: Profile, spec: FinetuneSpec, force: bool = False, deepspee
     trainer.accelerator.wait_for_everyone()
     return _noted(final)
 
+def _has(final: Path, spec: FinetuneSpec) -> bool:
+    "A finished entry with everything `spec` asks for (the PPL-by-step log when `eval_every`)."
+    return entry_ok(final) and (not spec.eval_every or (final / "ppl_by_step.csv").exists())
+
 def _noted(final: Path) -> Path:
     "Record the finished run (cache key, steps, loss) among the inputs of this process's result.json."
     m = json.loads((final / "manifest.json").read_text())
@@ -218,7 +220,7 @@ def _noted(final: Path) -> Path:
 def load_finetuned(profile: Profile, spec: FinetuneSpec, train: bool = True, attn: str = "posvec_sdpa"):
     "A finished extension run (trained first if missing and `train`), in eval mode."
     path = finetune_path(profile, spec)
-    if not entry_ok(path):
+    if not _has(path, spec):
         if not train: raise FileNotFoundError(f"fine-tuned model {spec.name!r} of profile {profile.name!r} is not trained ({path})")
         finetune(profile, spec)
     else: _noted(path)
@@ -523,21 +525,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=None); ap.add_argument("--deepspeed", default=None)
     ap.add_argument("--force", action="store_true"); ap.add_argument("--set", nargs="*", default=[], metavar="KNOB=VALUE")
     a = ap.parse_args(argv)
-    sets = {}
-    for s in a.set:
-        k, _, v = s.partition("=")
-        try: sets[k] = json.loads(v)
-        except json.JSONDecodeError: sets[k] = v
-    P = get_profile(a.profile, **sets)
+    P = get_profile(a.profile, **parse_sets(a.set))
     spec = FinetuneSpec(a.method, a.target, a.interpolation, a.base, a.n_chunks, a.content, a.anchor, steps=a.steps)
     path = finetune(P, spec, force=a.force, deepspeed=a.deepspeed)
     if rank() == 0: print(json.dumps(dict(path=str(path), world_size=world_size())), flush=True)
     return 0
-
-def _in_notebook() -> bool:
-    try:
-        from IPython import get_ipython
-        return get_ipython() is not None
-    except ImportError: return False
 
 if __name__ == "__main__" and not _in_notebook(): sys.exit(main())

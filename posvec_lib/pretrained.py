@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
 import torch
-from .config import cache_dir, seal, entry_ok, note_input
+from .config import cache_dir, seal, entry_ok, note_input, is_offline, sample_seed
 from .variants import ATTENTION_KINDS, LLAMA_FAMILY
 from .data import TokenizedDocs, load_corpus, tokenize_split
 
 # %% auto #0
-__all__ = ['PRETRAINED', 'SAMPLE_SEEDS', 'PretrainedModel', 'registry_table', 'package_file', 'model_source', 'tiny_local_model',
+__all__ = ['PRETRAINED', 'PretrainedModel', 'registry_table', 'package_file', 'model_source', 'tiny_local_model',
            'load_pretrained', 'uses_bos', 'model_docs', 'text_docs', 'pretrained_inputs']
 
 # %% ../nbs/02b_pretrained.ipynb #e9a444b2
@@ -70,7 +70,6 @@ def package_file(package: str, file: str, version: str = "") -> Path:
 # %% ../nbs/02b_pretrained.ipynb #5bf30cc4
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
-def _offline() -> bool: return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
 
 def model_source(name_or_path) -> dict:
     "What a model name is: {'kind': 'gguf'|'folder'|'hub'|'tiny-local', 'path' (file/folder/hub name), 'entry' (registry entry or None)}."
@@ -81,7 +80,7 @@ def model_source(name_or_path) -> dict:
         if e.package:
             try: return dict(kind="gguf", path=package_file(e.package, e.file, e.version), entry=e)
             except (ModuleNotFoundError, FileNotFoundError):
-                if _offline(): raise
+                if is_offline(): raise
         return model_source(e.hub) | dict(entry=e)
     p = Path(s).expanduser()
     if p.is_file():
@@ -98,7 +97,7 @@ def model_source(name_or_path) -> dict:
     if not _HUB_NAME.match(s):
         raise ValueError(f"model {s!r} is neither a registry name ({list(PRETRAINED)}), an existing folder or .gguf file, "
                          "nor a hub name of the form owner/name")
-    if _offline():
+    if is_offline():
         raise ConnectionError(f"model {s!r} is a hub name but the hub is offline (HF_HUB_OFFLINE=1); offline models: "
                               f"{[m.name for m in PRETRAINED.values() if m.offline]}, or give a local folder / .gguf file")
     return dict(kind="hub", path=s, entry=None)
@@ -172,8 +171,6 @@ def text_docs(tokenizer, path) -> TokenizedDocs:
                          tokenizer.bos_token_id if uses_bos(tokenizer) else None)
 
 # %% ../nbs/02b_pretrained.ipynb #8050f890
-SAMPLE_SEEDS = dict(positional=61, ppl=62, icl=63, passkey=64)   # offsets to the profile seed, one per sample set
-
 def pretrained_inputs(profile, tokenizer, kind: str, n: int | None = None) -> torch.Tensor:
     "Windows [n, pretrained_length] of sample set `kind` ('positional': validation, 'ppl': test) in the model's tokenizer."
     from posvec_lib.data import fixed_length_samples
@@ -181,4 +178,4 @@ def pretrained_inputs(profile, tokenizer, kind: str, n: int | None = None) -> to
     if kind not in split: raise ValueError(f"unknown sample set {kind!r}; allowed: {list(split)}")
     docs = model_docs(tokenizer, profile.corpus, split[kind], profile.corpus_max_files)
     return fixed_length_samples(docs, profile.pretrained_length, n or profile.pretrained_samples,
-                                seed=profile.seed + SAMPLE_SEEDS[kind], bos=uses_bos(tokenizer))
+                                seed=sample_seed(profile, f"pretrained_{kind}"), bos=uses_bos(tokenizer))

@@ -8,7 +8,7 @@ import argparse, ast, contextlib, errno, fcntl, hashlib, importlib.util, json, l
 from dataclasses import dataclass, asdict
 from pathlib import Path
 from .config import (PROFILES, Profile, get_profile, project_root, figures_dir, write_json, atomic_write, _knob_names,
-                               ZOO_VARIANTS, KNOBS, VERDICTS, parse_knob, restore_interrupted, staging_dir, swap_in, writable, require_clone, DiskError,
+                               ZOO_VARIANTS, KNOBS, VERDICTS, parse_knob, parse_sets, is_offline, restore_interrupted, staging_dir, swap_in, writable, require_clone, DiskError,
                                disk_errors)
 
 # %% auto #0
@@ -319,10 +319,6 @@ def _failing_cell(nb_path: Path) -> dict:
 # %% ../nbs/11_reproduce.ipynb #ffcef255
 LOCAL_CORPORA = ("stdlib", "stdlib-tests")
 
-def _offline() -> bool:
-    return any(os.environ.get(v, "0").lower() in ("1", "true", "yes")
-               for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"))
-
 def _check_source(knob: str, value: str, what: str, local: tuple = ()):
     "A model/corpus/tokenizer source: a built-in name, an existing path, or a hub name (only while online)."
     if not value or value in local: return
@@ -330,7 +326,7 @@ def _check_source(knob: str, value: str, what: str, local: tuple = ()):
     allowed = (f"{', '.join(map(repr, local))}, " if local else "") + "an existing local path, or a hub name (online)"
     if value.startswith((".", "/", "~")):
         raise FileNotFoundError(f"{knob}={value!r}: {what} path does not exist; allowed: {allowed}")
-    if _offline():
+    if is_offline():
         raise ConnectionError(f"{knob}={value!r} is a hub name but the hub is offline (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE / "
                               f"TRANSFORMERS_OFFLINE); allowed offline: {allowed.replace(', or a hub name (online)', '')}")
 
@@ -681,14 +677,18 @@ def profile_plan(P: Profile, recorded: str = "cpu", code_path: bool = False) -> 
         return flops, flops / (g["peak_tflops"] * 1e12 * g["mfu"]) / 3600
     def memory_gb(per_device_batch, T, n=N):
         return (16 * n / g["gpus"] + 34 * per_device_batch * T * P.d_model * P.n_layers) / 1e9
+    from posvec_lib.train import zoo_recipe, buildable
     train, unbuildable = [], []
     for v in P.zoo:
         if v in sources: train.append(dict(run=f"zoo {v}", what=f"load {sources[v]} (no training)", tokens=0, gpu_hours=0.0)); continue
-        if P.train_steps == 0:
-            unbuildable.append(v); train.append(dict(run=f"zoo {v}", what="no pretrained source and train_steps=0: cannot be built")); continue
-        tok = P.train_steps * P.batch_size * P.C
+        if not buildable(P, v):
+            unbuildable.append(v); train.append(dict(run=f"zoo {v}", what="no pretrained source and a recipe that trains nothing: cannot be built")); continue
+        r = zoo_recipe(P, v)
+        tok = r["steps"] * P.batch_size * P.C
         _, h = cost(tok, P.C)
-        train.append(dict(run=f"zoo {v}", what=f"pre-train {P.train_steps} steps × {P.batch_size} × {P.C} tokens", tokens=tok,
+        how = (f"continual pre-training from the RoPE base ({sources.get('rope', 'zoo rope')})" if r["kind"] == "continual"
+               else "pre-train from scratch")
+        train.append(dict(run=f"zoo {v}", what=f"{how}: {r['steps']} steps × {P.batch_size} × {P.C} tokens", tokens=tok,
                           seq=P.C, gpu_hours=h, memory_gb=memory_gb(max(1, P.batch_size // g["gpus"]), P.C)))
     runs = _finetune_runs(get_profile(recorded))
     for name, used in sorted(runs.items()):
@@ -707,7 +707,7 @@ def profile_plan(P: Profile, recorded: str = "cpu", code_path: bool = False) -> 
     checks = [("knobs", "valid (the profile refuses bad values when built)")]
     bad = [f["name"] for f in fetch.values() if not f["well_formed"]]
     checks.append(("hub names", "all well formed" if not bad else f"malformed: {bad}"))
-    if unbuildable: checks.append(("zoo", f"{unbuildable} have no entry in `pretrained` and the profile trains nothing (train_steps=0)"))
+    if unbuildable: checks.append(("zoo", f"{unbuildable} have no entry in `pretrained` and their recipe trains nothing (train_steps / continual_steps = 0)"))
     over = sorted({t["run"] for t in train if (t.get("memory_gb") or 0) > 80})
     if over: checks.append(("memory", f"{len(over)} run(s) need more than 80 GB per GPU at the per-device batch pose_batch_size/{g['gpus']} "
                                       "(Trainer's batch without gradient accumulation): " + ", ".join(over)))
@@ -799,22 +799,9 @@ def print_profile_plan(D: dict):
     for k, v in D["checks"]: print(f"  {k}: {v}")
 
 # %% ../nbs/11_reproduce.ipynb #3495855e
-def _parse_sets(sets: list[str]) -> dict:
-    "`--set knob=value` pairs, each typed and range-checked by its knob; every bad one is named in one error."
-    out, errors, unknown = {}, [], []
-    for s in sets or []:
-        if "=" not in s: errors.append(f"--set wants knob=value, got {s!r}"); continue
-        k, v = s.split("=", 1)
-        if k not in KNOBS: unknown.append(k); continue
-        try: out[k] = parse_knob(k, v)
-        except ValueError as e: errors.append(str(e))
-    if unknown: errors.insert(0, f"unknown knob(s) {unknown}; valid knobs: {list(KNOBS)}")
-    if errors: raise ValueError("; ".join(errors) if len(errors) == 1 else "bad --set values:\n  " + "\n  ".join(errors))
-    return out
-
 def _profile_of(a) -> Profile:
     if a.profile not in PROFILES: raise ValueError(f"unknown profile {a.profile!r}; allowed profiles: {sorted(PROFILES)}")
-    return get_profile(a.profile, **_parse_sets(a.set))
+    return get_profile(a.profile, **parse_sets(a.set))
 
 def _print_listing(L: dict):
     print(f"profile {L['profile']}" + (f" (results in figures/{L['results']}/)" if L.get("results", L["profile"]) != L["profile"] else ""))

@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_train.ipynb #3f4252cb
 from __future__ import annotations
-import hashlib, json, math, os, shutil, time
+import argparse, hashlib, json, math, os, shutil, sys, time
 from pathlib import Path
 import numpy as np
 import pandas as pd
@@ -12,13 +12,14 @@ import torch
 from tqdm.auto import tqdm
 from transformers import LlamaForCausalLM, Trainer, TrainingArguments, TrainerCallback
 from .config import (Profile, get_profile, cache_dir, write_json, seed_everything, resolve_device, torch_dtype,
-                               remove_cache_entry, oom_hint, note_input, ZOO_VARIANTS, entry_ok, seal, disk_errors)
+                               remove_cache_entry, oom_hint, note_input, ZOO_VARIANTS, entry_ok, seal, disk_errors, parse_sets)
 from .data import profile_data, RandomWindows, fixed_length_samples
 from .variants import Variant, zoo_variants, model_config, set_attention
 
 # %% auto #0
-__all__ = ['token_nll', 'build_model', 'training_args', 'last_checkpoint', 'zoo_key', 'zoo_seed', 'zoo_path', 'train_zoo_model',
-           'pretrained_source', 'note_zoo_entry', 'load_zoo_model', 'zoo_manifest']
+__all__ = ['token_nll', 'build_model', 'training_args', 'last_checkpoint', 'world_size', 'rank', 'zoo_recipe', 'zoo_key',
+           'zoo_seed', 'zoo_variant', 'zoo_path', 'train_zoo_model', 'pretrained_source', 'note_zoo_entry', 'buildable',
+           'load_zoo_model', 'zoo_manifest', 'main']
 
 # %% ../nbs/03_train.ipynb #b39427ad
 @torch.no_grad()
@@ -73,36 +74,91 @@ def last_checkpoint(folder) -> str | None:
     return str(max(done, key=lambda d: int(d.name[len("checkpoint-"):]))) if done else None
 
 # %% ../nbs/03_train.ipynb #3e260152
+def world_size() -> int:
+    "Processes of this run (WORLD_SIZE, set by torchrun / accelerate launch; 1 when alone)."
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+def rank() -> int:
+    "This process's rank (RANK; 0 when alone): rank 0 writes the cache."
+    return int(os.environ.get("RANK", "0"))
+
+def zoo_recipe(profile: Profile, name: str) -> dict:
+    """How a zoo entry is built (paper A's recipe): the RoPE base from scratch for `train_steps`; with `continual_steps`,
+    every other variant continually pre-trained from that base (TinyLlama at paper scale) for `continual_steps`, except
+    TL-NoPE-new, from scratch for `train_steps + continual_steps` (the base's tokens and one variant's continual tokens)."""
+    if name == "rope" or not profile.continual_steps:
+        return dict(kind="scratch", steps=profile.train_steps, warmup=profile.warmup_steps)
+    if name == "nope_new":
+        return dict(kind="scratch", steps=profile.train_steps + profile.continual_steps, warmup=profile.warmup_steps)
+    return dict(kind="continual", base="rope", steps=profile.continual_steps, warmup=max(1, profile.continual_steps // 10))
+
+def _base_identity(profile: Profile, manifest: dict) -> str:
+    "What a continual entry starts from: the RoPE base's checkpoint (paper) or its zoo cache name."
+    src = pretrained_source(profile, "rope")
+    return src if src is not None else f"rope-{zoo_key(profile, 'rope', manifest)}"
+
 def zoo_key(profile: Profile, name: str, manifest: dict) -> str:
-    "Content key of a zoo entry: variant, model/training knobs, corpus + tokenizer hashes, seed."
-    v = zoo_variants(profile)[name]
+    "Content key of a zoo entry: variant, recipe (and base), model/training knobs, corpus + tokenizer hashes, seed."
+    v, recipe = zoo_variant(profile, name), zoo_recipe(profile, name)
     knobs = {k: getattr(profile, k) for k in ("d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "C", "rope_theta",
-                                              "train_steps", "batch_size", "lr", "warmup_steps", "weight_decay", "seed", "vocab_size")}
-    blob = json.dumps(dict(variant=v.__dict__, knobs=knobs, corpus=manifest["hash"], tokenizer=manifest["tokenizer"],
-                           recipe="zoo-v1"), sort_keys=True)
+                                              "batch_size", "lr", "weight_decay", "seed", "vocab_size", "recall_share")}
+    if recipe["kind"] == "continual": recipe = dict(recipe, base=_base_identity(profile, manifest))
+    blob = json.dumps(dict(variant=v.__dict__, knobs=knobs, recipe=recipe, corpus=manifest["hash"], tokenizer=manifest["tokenizer"],
+                           version="zoo-v2"), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 def zoo_seed(profile: Profile, name: str) -> int:
-    "Seed of a zoo entry: the profile seed; the rebuttal's from-scratch NoPE twin gets its own."
-    return profile.seed + (1 if name == "nope_new" else 0)
+    """Data seed of a zoo entry: the profile seed for the base; the rebuttal's from-scratch NoPE twin gets its own; the
+    continual variants share one (the same continual-training text for every variant), other than the base's."""
+    if name == "nope_new": return profile.seed + 1
+    return profile.seed + (2 if zoo_recipe(profile, name)["kind"] == "continual" else 0)
+
+def zoo_variant(profile: Profile, name: str) -> Variant:
+    "The variant of a zoo entry of this profile: one of `profile.zoo`, or the RoPE base the continual variants start from."
+    zv = zoo_variants(profile)
+    if name in zv: return zv[name]
+    if name == "rope" and any(zoo_recipe(profile, n)["kind"] == "continual" for n in zv): return Variant("rope", "rope")
+    raise ValueError(f"unknown zoo model {name!r} for profile {profile.name!r}; allowed: {list(zv)}")
 
 def zoo_path(profile: Profile, name: str) -> Path:
     "Folder of a finished zoo entry (may not exist yet)."
-    if name not in zoo_variants(profile):
-        raise ValueError(f"unknown zoo model {name!r} for profile {profile.name!r}; allowed: {list(zoo_variants(profile))}")
+    zoo_variant(profile, name)                           # refuses names the profile does not build
     data = profile_data(profile)
     return cache_dir("zoo", profile.name) / f"{name}-{zoo_key(profile, name, data.manifest)}"
 
+def _start_model(profile: Profile, name: str, recipe: dict, vocab_size: int, seed: int):
+    "Random weights (from scratch), or the base's weights under this variant's configuration (continual)."
+    v = zoo_variant(profile, name)
+    if recipe["kind"] == "scratch": return build_model(profile, v, vocab_size, seed), None
+    from posvec_lib.variants import load_pretrained_variant
+    src = pretrained_source(profile, "rope")
+    base = src if src is not None else str(train_zoo_model(profile, "rope"))
+    seed_everything(seed)
+    return load_pretrained_variant(base, v, dtype=torch.float32), base
+
+def _training_windows(profile: Profile, data, steps: int, seed: int):
+    "The training windows: random C-token windows, with a `recall_share` of key-value recall windows when set."
+    n = steps * profile.batch_size
+    if not profile.recall_share: return RandomWindows(data.train, profile.C, n, seed=seed)
+    from posvec_lib.retrieval import RecallWindows
+    return RecallWindows(data.train, data.tokenizer, profile.C, n, profile.recall_share, seed=seed)
+
 def train_zoo_model(profile: Profile, name: str, force: bool = False) -> Path:
-    "Train one zoo entry from scratch (or resume it), save it with its manifest; returns its folder."
+    """Build one zoo entry by its recipe (`zoo_recipe`: from scratch, or continual from the RoPE base, trained first when
+    missing), or resume it; save it with its manifest; returns its folder. Under `accelerate launch` / torchrun every
+    process trains its share of each batch (the global batch stays `batch_size`) and rank 0 writes the entry."""
     final = zoo_path(profile, name)
     if entry_ok(final) and not force: return final       # a damaged entry is named, discarded and trained again
-    data, v = profile_data(profile), zoo_variants(profile)[name]
-    seed = zoo_seed(profile, name)
+    data, v, recipe = profile_data(profile), zoo_variant(profile, name), zoo_recipe(profile, name)
+    W, main = world_size(), rank() == 0
+    if profile.batch_size % W:
+        raise ValueError(f"batch_size={profile.batch_size} must be divisible by the {W} processes")
+    seed, steps = zoo_seed(profile, name), recipe["steps"]
     partial = final.with_name(final.name + ".partial")
-    model = build_model(profile, v, len(data.tokenizer), seed)
-    train_ds = RandomWindows(data.train, profile.C, profile.train_steps * profile.batch_size, seed=seed)
-    args = training_args(profile, partial, profile.train_steps, profile.batch_size, profile.lr, profile.warmup_steps, seed)
+    model, base = _start_model(profile, name, recipe, len(data.tokenizer), seed)
+    train_ds = _training_windows(profile, data, steps, seed)
+    extra = {"ddp_backend": "gloo"} if W > 1 and (profile.device == "cpu" or not torch.cuda.is_available()) else {}
+    args = training_args(profile, partial, steps, profile.batch_size // W, profile.lr, recipe["warmup"], seed, **extra)
     resolve_device(profile)
     t0 = time.time()
     trainer = Trainer(model=model, args=args, train_dataset=train_ds, callbacks=[_LossLog(profile.C * profile.batch_size)])
@@ -111,23 +167,31 @@ def train_zoo_model(profile: Profile, name: str, force: bool = False) -> Path:
     with oom_hint("batch_size", profile.batch_size, f"training zoo model {name!r}"), disk_errors(partial):
         trainer.train(resume_from_checkpoint=last)
     wall = time.time() - t0
-    # validation PPL at C on fixed held-out windows
-    val = fixed_length_samples(data.validation, profile.C, profile.eval_samples, seed=1234)
-    val_ppl = float(token_nll(model, val, batch_size=16).mean().exp())
-    log = pd.DataFrame([h for h in trainer.state.log_history if "loss" in h])
-    tmp = final.with_name(final.name + ".tmp")
-    if tmp.exists(): shutil.rmtree(tmp)
-    with disk_errors(tmp):
-        model.save_pretrained(tmp); data.tokenizer.save_pretrained(tmp)
-        log.to_csv(tmp / "loss.csv", index=False)
-    seal(tmp)                                          # checksums of every file, before the manifest that completes it
-    write_json(tmp / "manifest.json", dict(
-        variant=v.__dict__, label=name, config=model.config.to_dict(), corpus=data.manifest, tokenizer=data.tokenizer.posvec_hash,
-        steps=trainer.state.global_step, tokens_seen=trainer.state.global_step * profile.C * profile.batch_size,
-        final_val_ppl=val_ppl, wall_time_s=wall, resumed=bool(last), seed=seed, profile=profile.name))
-    remove_cache_entry(final)                          # a folder without its manifest (or an old one): never trusted
-    os.replace(tmp, final)
-    shutil.rmtree(partial, ignore_errors=True)
+    if main:
+        # validation PPL at C on fixed held-out windows
+        val = fixed_length_samples(data.validation, profile.C, profile.eval_samples, seed=1234)
+        val_ppl = float(token_nll(model, val, batch_size=16).mean().exp())
+        log = pd.DataFrame([h for h in trainer.state.log_history if "loss" in h])
+        tmp = final.with_name(final.name + ".tmp")
+        if tmp.exists(): shutil.rmtree(tmp)
+        with disk_errors(tmp):
+            model.save_pretrained(tmp); data.tokenizer.save_pretrained(tmp)
+            log.to_csv(tmp / "loss.csv", index=False)
+        seal(tmp)                                      # checksums of every file, before the manifest that completes it
+        tokens = trainer.state.global_step * profile.C * profile.batch_size
+        base_tokens = 0
+        if base is not None and (Path(base) / "manifest.json").exists():
+            base_tokens = json.loads((Path(base) / "manifest.json").read_text())["tokens_seen"]
+        write_json(tmp / "manifest.json", dict(
+            variant=v.__dict__, label=name, config=model.config.to_dict(), corpus=data.manifest, tokenizer=data.tokenizer.posvec_hash,
+            recipe=recipe["kind"], base=Path(base).name if base and Path(base).exists() else base,
+            steps=trainer.state.global_step, tokens_seen=tokens, tokens_total=tokens + base_tokens, recall_share=profile.recall_share,
+            final_val_ppl=val_ppl, wall_time_s=wall, resumed=bool(last), seed=seed, world_size=W,
+            per_device_batch_size=args.per_device_train_batch_size, profile=profile.name))
+        remove_cache_entry(final)                      # a folder without its manifest (or an old one): never trusted
+        os.replace(tmp, final)
+        shutil.rmtree(partial, ignore_errors=True)
+    trainer.accelerator.wait_for_everyone()            # the other ranks return once rank 0 has written the entry
     return final
 
 def pretrained_source(profile: Profile, name: str) -> str | None:
@@ -145,6 +209,13 @@ def note_zoo_entry(path: Path):
                tokens_seen=man["tokens_seen"], final_val_ppl=man["final_val_ppl"], corpus=man["corpus"]["hash"])
     note_input("corpus", man["corpus"]["hash"], **man["corpus"])
 
+def buildable(profile: Profile, name: str) -> bool:
+    "Whether a zoo entry can be had: its own checkpoint, or a recipe that trains steps (from a base that can be had)."
+    if pretrained_source(profile, name) is not None: return True
+    r = zoo_recipe(profile, name)
+    if r["steps"] <= 0: return False
+    return r["kind"] == "scratch" or buildable(profile, r["base"])
+
 def load_zoo_model(profile: Profile, name: str, attn: str = "posvec_sdpa", train: bool = True):
     "A zoo model in eval mode: loaded from its checkpoint (paper) or trained here first if missing and `train`."
     src = pretrained_source(profile, name)
@@ -153,9 +224,10 @@ def load_zoo_model(profile: Profile, name: str, attn: str = "posvec_sdpa", train
         note_input("zoo", name, label=ZOO_VARIANTS.get(name, name), source=src)
         return load_pretrained_variant(src, zoo_variants(profile)[name], attn, dtype=torch_dtype(profile),
                                        device=resolve_device(profile)).eval()
-    if profile.train_steps <= 0:
+    if not buildable(profile, name):
         raise ValueError(f"zoo model {name!r} of profile {profile.name!r} has no checkpoint in profile.pretrained "
-                         f"({list(profile.pretrained)}) and train_steps=0: give one or set train_steps > 0")
+                         f"({list(profile.pretrained)}) and its recipe trains nothing ({zoo_recipe(profile, name)}, and no RoPE "
+                         f"base to continue from): give one, or set train_steps > 0 / continual_steps > 0")
     path = zoo_path(profile, name)
     if not entry_ok(path):
         if not train: raise FileNotFoundError(f"zoo model {name!r} of profile {profile.name!r} is not trained ({path})")
@@ -167,3 +239,27 @@ def load_zoo_model(profile: Profile, name: str, attn: str = "posvec_sdpa", train
 def zoo_manifest(profile: Profile, name: str) -> dict:
     "The manifest of a finished zoo entry."
     return json.loads((zoo_path(profile, name) / "manifest.json").read_text())
+
+# %% ../nbs/03_train.ipynb #20a93f14
+def _in_notebook() -> bool:
+    "Whether this code runs in a Jupyter kernel (where `__name__` is also `__main__`)."
+    try:
+        from IPython import get_ipython
+        return get_ipython() is not None
+    except ImportError: return False
+
+def main(argv: list[str] | None = None) -> int:
+    "Command line of zoo training (`python -m posvec_lib.train`, or under torchrun / accelerate launch)."
+    ap = argparse.ArgumentParser(prog="python -m posvec_lib.train", description="Train zoo models by the profile's recipe "
+                                 "(from scratch, or continual from the RoPE base); torchrun / accelerate-ready.")
+    ap.add_argument("--profile", default="cpu"); ap.add_argument("--variant", nargs="+", default=["rope"])
+    ap.add_argument("--force", action="store_true"); ap.add_argument("--set", nargs="*", default=[], metavar="KNOB=VALUE")
+    a = ap.parse_args(argv)
+    P = get_profile(a.profile, **parse_sets(a.set))
+    for v in a.variant: zoo_variant(P, v)                # every name checked before any training
+    for v in a.variant:
+        path = train_zoo_model(P, v, force=a.force)
+        if rank() == 0: print(json.dumps(dict(variant=v, path=str(path), world_size=world_size())), flush=True)
+    return 0
+
+if __name__ == "__main__" and not _in_notebook(): sys.exit(main())

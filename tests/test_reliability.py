@@ -65,7 +65,7 @@ def test_bad_input_refused_before_anything_runs(home, venv_bin, args, needle):
 
 
 def test_all_bad_values_named_at_once():
-    from posvec_lib.reproduce import _parse_sets
+    from posvec_lib.config import parse_sets as _parse_sets
     with pytest.raises(ValueError) as e: _parse_sets(["C=abc", "n_samples=0", "seed=1"])
     assert "knob C='abc'" in str(e.value) and "knob n_samples=0" in str(e.value)
     assert _parse_sets(["zoo=nope", "pretrained=rope=/x", "ext_factors=2,4"]) == dict(zoo=("nope",), pretrained=("rope=/x",),
