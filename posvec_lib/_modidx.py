@@ -559,4 +559,5 @@ d = { 'settings': { 'branch': 'main',
                                      'posvec_lib.variants.register': ('variants.html#register', 'posvec_lib/variants.py'),
                                      'posvec_lib.variants.set_attention': ('variants.html#set_attention', 'posvec_lib/variants.py'),
                                      'posvec_lib.variants.supported_models': ('variants.html#supported_models', 'posvec_lib/variants.py'),
+                                     'posvec_lib.variants.tiny_model': ('variants.html#tiny_model', 'posvec_lib/variants.py'),
                                      'posvec_lib.variants.zoo_variants': ('variants.html#zoo_variants', 'posvec_lib/variants.py')}}}

@@ -16,7 +16,7 @@ from transformers.models.llama.modeling_llama import eager_attention_forward
 # %% auto #0
 __all__ = ['LLAMA_FAMILY', 'POSITIONS', 'ATTENTION_KINDS', 'VARIANT_COLORS', 'alibi_slopes', 'alibi_bias', 'posvec_mask',
            'posvec_attention', 'register', 'supported_models', 'check_variant_config', 'Variant', 'apply_variant',
-           'set_attention', 'zoo_variants', 'model_config', 'load_pretrained_variant']
+           'set_attention', 'zoo_variants', 'model_config', 'tiny_model', 'load_pretrained_variant']
 
 # %% ../nbs/02_variants.ipynb #4136310b
 def _compute_nope_parameters(config, device=None, seq_len=None, layer_type=None, **kwargs):
@@ -156,6 +156,15 @@ def model_config(profile, variant: Variant, vocab_size: int, attn: str = "posvec
                       rope_parameters={"rope_type": "default", "rope_theta": profile.rope_theta},
                       bos_token_id=0, eos_token_id=1, pad_token_id=2, tie_word_embeddings=True)
     return apply_variant(cfg, variant, attn)
+
+def tiny_model(position: str = "rope", window: int | None = None, vocab_size: int = 101, attn: str = "posvec_eager",
+               seed: int | None = 0, max_positions: int | None = None, profile: str = "smoke"):
+    """A randomly initialised Llama of the `smoke` profile's size for one positional scheme and window, in eval mode: the
+    one tiny model of the chapters' examples and the tests (seeded; `seed=None` leaves torch's generator as it is)."""
+    from posvec_lib.config import get_profile
+    if seed is not None: torch.manual_seed(seed)
+    v = Variant(position if window is None else f"{position}-w{window}", position, window)
+    return LlamaForCausalLM(model_config(get_profile(profile), v, vocab_size, attn, max_positions)).eval()
 
 # %% ../nbs/02_variants.ipynb #8301465e
 def load_pretrained_variant(name_or_path: str, variant: Variant | None = None, attn: str = "posvec_sdpa",

@@ -7,7 +7,7 @@ from transformers import LlamaForCausalLM
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from posvec_lib.config import get_profile
-from posvec_lib.variants import model_config, Variant
+from posvec_lib.variants import model_config, Variant, tiny_model
 from posvec_lib.trace import run_with_cache
 from posvec_lib.decompose import positional_vectors, PositionalVectors
 from posvec_lib.attention import mean_attention
@@ -23,9 +23,9 @@ pytestmark = pytest.mark.usefixtures("one_thread")   # conftest: tiny models run
 
 
 def tiny(position="rope", window=None, seed=0, layers=None):
+    if layers is None: return tiny_model(position, window, V, seed=seed)
     torch.manual_seed(seed)
-    P = get_profile("smoke") if layers is None else get_profile("smoke", n_layers=layers)
-    return LlamaForCausalLM(model_config(P, Variant("t", position, window), V, "posvec_eager")).eval()
+    return LlamaForCausalLM(model_config(get_profile("smoke", n_layers=layers), Variant("t", position, window), V, "posvec_eager")).eval()
 
 
 @pytest.fixture(scope="module", params=["nope", "rope"])

@@ -12,16 +12,14 @@ from posvec_lib.extend import (EXTENSIONS, active_extensions, attention_scaling,
                                replacement_shift, search_grid, window_extension, beyond_similarity, interval_means,
                                repetition_lengths)
 from posvec_lib.trace import run_with_cache
-from posvec_lib.variants import Variant, model_config
+from posvec_lib.variants import Variant, model_config, tiny_model
 
 P = get_profile("smoke")
 C = P.C
 
 
 def tiny(position="nope", window=None, alibi=False, seed=0):
-    torch.manual_seed(seed)
-    v = Variant(f"{position}-{window}", position, window)
-    return LlamaForCausalLM(model_config(P, v, 101, max_positions=C)).eval()
+    return tiny_model(position, window, 101, "posvec_sdpa", seed, max_positions=C)
 
 
 def logits(m, x):

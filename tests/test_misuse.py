@@ -13,7 +13,7 @@ from posvec_lib.evaluate import ppl_by_position
 from posvec_lib.extend import EXTENSIONS, IDENTITY_SETTINGS, active_extensions, extend, ppl_of
 from posvec_lib.pose import SAMPLERS, pose_sample_chunks
 from posvec_lib.trace import as_token_batch, run_with_cache, run_with_hooks
-from posvec_lib.variants import Variant, apply_variant, model_config
+from posvec_lib.variants import Variant, apply_variant, model_config, tiny_model
 
 V, T = 101, 12
 SHAPE = re.escape("must be integer token ids of shape [batch, T] or [T]")
@@ -24,8 +24,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")   # conftest: tiny models run
 
 @pytest.fixture(scope="module")
 def model():
-    torch.manual_seed(0)
-    return LlamaForCausalLM(model_config(get_profile("smoke"), Variant("r", "rope"), V, "posvec_eager")).eval()
+    return tiny_model("rope", vocab_size=V)
 
 
 @pytest.fixture(scope="module")

@@ -355,10 +355,9 @@ def test_damaged_positional_vector_cache_is_recomputed(empty_root, capsys):
     import torch
     from transformers import LlamaForCausalLM
     from posvec_lib.config import get_profile
-    from posvec_lib.variants import model_config, Variant
+    from posvec_lib.variants import tiny_model
     from posvec_lib import extend
-    torch.manual_seed(0)
-    m = LlamaForCausalLM(model_config(get_profile("smoke"), Variant("r", "rope"), 64)).eval()
+    m = tiny_model("rope", vocab_size=64, attn="posvec_sdpa")
     x = torch.randint(0, 64, (4, 16))
     a = extend.cached_positional_vectors(m, x)
     [f] = (empty_root / "data" / "cache" / "posvec").glob("pv-*.pt")
