@@ -51,7 +51,10 @@ def report_data(P: Profile) -> dict:
         inputs = res.get("inputs", {})
         for kind, into in (("zoo", zoo), ("finetuned", tuned), ("pretrained", pre)):
             for m, info in inputs.get(kind, {}).items():
-                e = into.setdefault(m, dict(info, used_by=[]))
+                key = m
+                if m in into and into[m].get("cache") != info.get("cache"):   # another entry of the same name (an older result)
+                    key = f"{m} ({info.get('cache', 'other entry')})"
+                e = into.setdefault(key, dict(info, used_by=[]))
                 e["used_by"].append(name)
         for h, man in inputs.get("corpus", {}).items(): corpora.setdefault(h, man)
         man = res.get("numbers", {}).get("corpus")
@@ -98,9 +101,10 @@ def _setup_tables(D) -> list[tuple[str, list[str], list[list[str]]]]:
         ["commits the results were run at", run_c],
         ["wall time", f"{D['total_wall']:.0f} s in total (sum of the artifacts' last runs)"]]))
     t.append(("Knobs", ["knob", "value"], [[k, _fmt(v) if not isinstance(v, str) else (v or "''")] for k, v in D["knobs"].items()]))
-    t.append(("Models (zoo)", ["entry", "paper name", "checkpoint / cache entry", "steps", "tokens seen", "val PPL at C", "used by"], [
-        [m, e.get("label", ""), f"source: {e['source']}" if e.get("source") else e.get("cache", ""), _fmt(e.get("steps", "")),
-         _fmt(e.get("tokens_seen", "")), _fmt(e.get("final_val_ppl", "")), ", ".join(e["used_by"])] for m, e in D["zoo"].items()]))
+    t.append(("Models (zoo)", ["entry", "paper name", "checkpoint / cache entry", "recipe", "steps", "tokens (own / in all)", "val PPL at C", "used by"], [
+        [m, e.get("label", ""), f"source: {e['source']}" if e.get("source") else e.get("cache", ""), e.get("recipe", ""),
+         _fmt(e.get("steps", "")), f"{_fmt(e.get('tokens_seen', ''))} / {_fmt(e.get('tokens_total', e.get('tokens_seen', '')))}",
+         _fmt(e.get("final_val_ppl", "")), ", ".join(e["used_by"])] for m, e in D["zoo"].items()]))
     if D["finetuned"]:
         t.append(("Models (fine-tuned)", ["run", "cache entry", "base", "Lt", "steps", "final loss", "used by"], [
             [m, e.get("cache", ""), e.get("base", ""), _fmt(e.get("Lt", "")), _fmt(e.get("steps", "")), _fmt(e.get("final_loss", "")),

@@ -205,8 +205,9 @@ def note_zoo_entry(path: Path):
     "Record a finished zoo cache entry and its corpus among this process's inputs (also for models built on it)."
     man = json.loads((Path(path) / "manifest.json").read_text())
     name = man["variant"]["name"]
-    note_input("zoo", name, label=ZOO_VARIANTS.get(name, name), cache=Path(path).name, steps=man["steps"],
-               tokens_seen=man["tokens_seen"], final_val_ppl=man["final_val_ppl"], corpus=man["corpus"]["hash"])
+    note_input("zoo", name, label=ZOO_VARIANTS.get(name, name), cache=Path(path).name, recipe=man.get("recipe", "scratch"),
+               steps=man["steps"], tokens_seen=man["tokens_seen"], tokens_total=man.get("tokens_total", man["tokens_seen"]),
+               final_val_ppl=man["final_val_ppl"], corpus=man["corpus"]["hash"])
     note_input("corpus", man["corpus"]["hash"], **man["corpus"])
 
 def buildable(profile: Profile, name: str) -> bool:
