@@ -186,7 +186,7 @@ def test_damaged_tokenizer_and_tokens_are_rebuilt(empty_root, capsys):
 def test_damaged_zoo_checkpoint_is_retrained(empty_root, capsys):
     from posvec_lib.config import get_profile
     from posvec_lib.train import train_zoo_model, load_zoo_model
-    P = get_profile("smoke", zoo=("nope",), train_steps=4)
+    P = get_profile("smoke", zoo=("nope",), train_steps=4, continual_steps=0)
     path = train_zoo_model(P, "nope")
     w = path / "model.safetensors"; cut(w)
     with pytest.warns(UserWarning, match="damaged cache entry"):
@@ -200,7 +200,7 @@ def test_unsealed_damaged_entry_is_found_by_loading(empty_root, capsys):
     "An entry from before checksums (no checksums.json) is verified by reading it; a cut-off one is retrained."
     from posvec_lib.config import get_profile
     from posvec_lib.train import train_zoo_model
-    P = get_profile("smoke", zoo=("nope",), train_steps=4)
+    P = get_profile("smoke", zoo=("nope",), train_steps=4, continual_steps=0)
     path = train_zoo_model(P, "nope")
     (path / "checksums.json").unlink(); cut(path / "model.safetensors")
     with pytest.warns(UserWarning, match="damaged cache entry"):
@@ -212,7 +212,7 @@ def test_disk_full_while_checkpointing_names_the_folder(empty_root, monkeypatch)
     import torch
     from posvec_lib.config import get_profile, DiskError
     from posvec_lib.train import train_zoo_model
-    P = get_profile("smoke", zoo=("nope",), train_steps=12)
+    P = get_profile("smoke", zoo=("nope",), train_steps=12, continual_steps=0)
     real = torch.save
     def full(*a, **k): raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 256 vs 128")
     monkeypatch.setattr(torch, "save", full)
