@@ -20,7 +20,7 @@ from .train import token_nll
 __all__ = ['WHERES', 'REMOVALS', 'InputVectors', 'attention_input_vectors', 'ablate', 'position_sets', 'vector_similarity',
            'ablation_effect', 'ppl_ratio_ci', 'ablation_table', 'uniform_attention', 'sink_excess', 'decay_ratio',
            'excess_left', 'initial_dominates', 'receptive_field', 'distinct_positions', 'pca', 'positional_pca',
-           'rank_correlation', 'positional_logits', 'rope_rotate', 'toy_attention']
+           'pca_panel', 'rank_correlation', 'positional_logits', 'rope_rotate', 'toy_attention']
 
 # %% ../nbs/06a_ablate.ipynb #b3415d2f
 WHERES = ("pre_norm", "post_norm")
@@ -209,6 +209,19 @@ def positional_pca(pv: PositionalVectors, layer: int, k: int = 2, skip: int = 0)
     """PCA of the positional vectors of one layer (0-based, = resid_post.layer): coordinates [T - skip, k] and explained-variance
     shares, fitted on positions ≥ `skip` (skip=1 leaves out position 0, which takes most of PC1 in many models)."""
     return pca(pv.p[layer, skip:], k)
+
+def pca_panel(ax, pv: PositionalVectors, layer: int, title: str, skip: int = 1, n_initial: int = 5, annotate: bool = True):
+    """Paper A Fig. 1's panel on a matplotlib axis: one layer's positional vectors (0-based layer) on their first two principal
+    components, fitted on positions ≥ `skip`, coloured by position, the initial positions skip…n_initial−1 circled in red."""
+    Z, ev = positional_pca(pv, layer, skip=skip)                 # [T - skip, 2]
+    T = pv.p.shape[1]; t = np.arange(skip, T)
+    sc = ax.scatter(Z[:, 0], Z[:, 1], c=t, cmap="viridis", s=10, vmin=0, vmax=T - 1)
+    k = n_initial - skip
+    ax.scatter(Z[:k, 0], Z[:k, 1], facecolors="none", edgecolors="r", s=60, lw=1.2, label=f"positions {skip}–{n_initial - 1}")
+    if annotate:
+        for i in range(k): ax.annotate(str(t[i]), (Z[i, 0], Z[i, 1]), fontsize=7, color="r")
+    ax.set(xlabel=f"PC1 ({100 * ev[0]:.0f}% of variance)", ylabel=f"PC2 ({100 * ev[1]:.0f}% of variance)", title=title)
+    return sc
 
 def rank_correlation(a, b) -> float:
     "Spearman rank correlation of two 1-D sequences (no ties expected)."

@@ -82,11 +82,13 @@ def position_similarity(pv: PositionalVectors, layer: int, centred: bool = True)
     "Cosine similarity between positions at one layer [T, T]: of m (centred, default) or of p (raw)."
     return cosine_matrix(pv.m[layer] if centred else pv.p[layer])
 
-def anchor_ratio(pv: PositionalVectors, n_initial: int = 4) -> torch.Tensor:
-    "Per layer: mean distance of the first n_initial positional vectors from the later positions' centroid, over the later ones' mean distance."
+def anchor_ratio(pv: PositionalVectors, n_initial: int = 4, bos: bool = True) -> torch.Tensor:
+    """Per layer: mean distance of the first n_initial positional vectors from the later positions' centroid, over the later
+    ones' mean distance. With `bos` position 0 is left out of the initial ones (the same BOS token in every sample); a
+    model without a BOS (position 0 holds text) counts it among them."""
     later = pv.p[:, n_initial:]                                  # [L, T-k, d]
     c = later.mean(1, keepdim=True)
-    d_init = (pv.p[:, 1:n_initial] - c).norm(dim=-1).mean(-1)    # position 0 (BOS) excluded: it is the same token in every sample
+    d_init = (pv.p[:, int(bos):n_initial] - c).norm(dim=-1).mean(-1)
     return d_init / (later - c).norm(dim=-1).mean(-1)
 
 # %% ../nbs/05_decompose.ipynb #1f9f6c20
