@@ -17,8 +17,8 @@ __all__ = ['ZOO_VARIANTS', 'KNOBS', 'PROFILES', 'OFFLINE_VARIABLES', 'SAMPLE_SEE
            'cache_dir', 'figures_dir', 'DiskError', 'disk_errors', 'writable', 'atomic_write', 'write_json',
            'remove_cache_entry', 'file_sha256', 'seal', 'seal_check', 'discard_damaged', 'verify_files', 'entry_ok',
            'load_sealed', 'seed_everything', 'resolve_device', 'torch_dtype', 'oom_hint', 'decide', 'split_half_noise',
-           'decide_all', 'binomial_noise', 'decide_accuracy', 'note_input', 'used_inputs', 'is_timing', 'Record',
-           'staging_dir', 'swap_in', 'restore_interrupted']
+           'decide_all', 'binomial_noise', 'decide_rows', 'decide_accuracy', 'note_input', 'used_inputs', 'is_timing',
+           'Record', 'staging_dir', 'swap_in', 'restore_interrupted']
 
 # %% ../nbs/00_config.ipynb #b21b91f8
 @dataclass(frozen=True)
@@ -546,6 +546,10 @@ def binomial_noise(p: float, n: int) -> float:
     if not (isinstance(n, int) and n >= 1): raise ValueError(f"n must be an int ≥ 1, got {n!r}")
     q = (p * n + 1) / (n + 2)
     return math.sqrt(q * (1 - q) / n)
+
+def decide_rows(table, rows, value: str, noise: str, threshold: float, op: str = ">=") -> bool | None:
+    "One verdict for 'every row': `decide` of column `value` against `threshold` with column `noise` as its noise, for each of `rows` (index labels of the DataFrame `table`), combined by `decide_all`."
+    return decide_all(decide(float(table.loc[r, value]), threshold, float(table.loc[r, noise]), op) for r in rows)
 
 def decide_accuracy(p: float, threshold: float, n: int, op: str = ">=") -> bool | None:
     "`decide` for an accuracy over n trials against `threshold`, with its binomial noise; None when it was not measured (NaN)."
