@@ -17,8 +17,8 @@ __all__ = ['ZOO_VARIANTS', 'KNOBS', 'PROFILES', 'OFFLINE_VARIABLES', 'SAMPLE_SEE
            'cache_dir', 'figures_dir', 'DiskError', 'disk_errors', 'writable', 'atomic_write', 'write_json',
            'remove_cache_entry', 'file_sha256', 'seal', 'seal_check', 'discard_damaged', 'verify_files', 'entry_ok',
            'load_sealed', 'seed_everything', 'resolve_device', 'torch_dtype', 'oom_hint', 'decide', 'split_half_noise',
-           'decide_all', 'binomial_noise', 'decide_rows', 'decide_accuracy', 'note_input', 'used_inputs', 'is_timing',
-           'Record', 'staging_dir', 'swap_in', 'restore_interrupted']
+           'decide_all', 'binomial_noise', 'implies', 'as_verdict', 'decide_rows', 'decide_accuracy', 'note_input',
+           'used_inputs', 'is_timing', 'Record', 'staging_dir', 'swap_in', 'restore_interrupted']
 
 # %% ../nbs/00_config.ipynb #b21b91f8
 @dataclass(frozen=True)
@@ -546,6 +546,14 @@ def binomial_noise(p: float, n: int) -> float:
     if not (isinstance(n, int) and n >= 1): raise ValueError(f"n must be an int ≥ 1, got {n!r}")
     q = (p * n + 1) / (n + 2)
     return math.sqrt(q * (1 - q) / n)
+
+def implies(a: bool | None, b: bool | None) -> bool | None:
+    "Kleene implication a ⇒ b of verdicts True / False / None (None = within noise): False only when a holds and b fails."
+    return True if (a is False or b is True) else False if (a is True and b is False) else None
+
+def as_verdict(x) -> bool | None:
+    "A verdict read back from a table cell: True / False, or None for a missing (None / NaN) one."
+    return None if x is None or x != x else bool(x)
 
 def decide_rows(table, rows, value: str, noise: str, threshold: float, op: str = ">=") -> bool | None:
     "One verdict for 'every row': `decide` of column `value` against `threshold` with column `noise` as its noise, for each of `rows` (index labels of the DataFrame `table`), combined by `decide_all`."
