@@ -17,8 +17,8 @@ __all__ = ['ZOO_VARIANTS', 'KNOBS', 'PROFILES', 'OFFLINE_VARIABLES', 'SAMPLE_SEE
            'cache_dir', 'figures_dir', 'DiskError', 'disk_errors', 'writable', 'atomic_write', 'write_json',
            'remove_cache_entry', 'file_sha256', 'seal', 'seal_check', 'discard_damaged', 'verify_files', 'entry_ok',
            'load_sealed', 'seed_everything', 'resolve_device', 'torch_dtype', 'oom_hint', 'decide', 'split_half_noise',
-           'decide_all', 'binomial_noise', 'implies', 'as_verdict', 'decide_rows', 'decide_accuracy', 'note_input',
-           'used_inputs', 'is_timing', 'Record', 'staging_dir', 'swap_in', 'restore_interrupted']
+           'decide_all', 'binomial_noise', 'implies', 'as_verdict', 'decide_rows', 'decide_gap', 'decide_accuracy',
+           'note_input', 'used_inputs', 'is_timing', 'Record', 'staging_dir', 'swap_in', 'restore_interrupted']
 
 # %% ../nbs/00_config.ipynb #b21b91f8
 @dataclass(frozen=True)
@@ -558,6 +558,10 @@ def as_verdict(x) -> bool | None:
 def decide_rows(table, rows, value: str, noise: str, threshold: float, op: str = ">=") -> bool | None:
     "One verdict for 'every row': `decide` of column `value` against `threshold` with column `noise` as its noise, for each of `rows` (index labels of the DataFrame `table`), combined by `decide_all`."
     return decide_all(decide(float(table.loc[r, value]), threshold, float(table.loc[r, noise]), op) for r in rows)
+
+def decide_gap(a: float, noise_a: float, b: float, noise_b: float, threshold: float = 0.0, op: str = ">=") -> bool | None:
+    "`decide` of the difference a − b of two independent estimates against `threshold`, their noises added in quadrature."
+    return decide(a - b, threshold, math.hypot(noise_a, noise_b), op)
 
 def decide_accuracy(p: float, threshold: float, n: int, op: str = ">=") -> bool | None:
     "`decide` for an accuracy over n trials against `threshold`, with its binomial noise; None when it was not measured (NaN)."
