@@ -19,8 +19,8 @@ from .train import token_nll
 # %% auto #0
 __all__ = ['WHERES', 'REMOVALS', 'InputVectors', 'attention_input_vectors', 'ablate', 'position_sets', 'vector_similarity',
            'ablation_effect', 'ppl_ratio_ci', 'ablation_table', 'uniform_attention', 'sink_excess', 'decay_ratio',
-           'excess_left', 'initial_dominates', 'receptive_field', 'distinct_positions', 'pca', 'positional_pca',
-           'pca_panel', 'rank_correlation', 'positional_logits', 'rope_rotate', 'toy_attention']
+           'excess_left', 'initial_dominates', 'initial_dominates_ci', 'receptive_field', 'distinct_positions', 'pca',
+           'positional_pca', 'pca_panel', 'rank_correlation', 'positional_logits', 'rope_rotate', 'toy_attention']
 
 # %% ../nbs/06a_ablate.ipynb #b3415d2f
 WHERES = ("pre_norm", "post_norm")
@@ -179,6 +179,12 @@ def excess_left(orig: float, new: float, log: bool = False) -> float:
 def initial_dominates(r_initial: float, r_later: float, factor: float = 3.0, floor: float = 1.05) -> bool:
     "A Table 2's pattern for one removal: the PPL increase at the initial tokens is ≥ `factor` × that at later tokens, and above `floor`."
     return bool((r_initial - 1) >= factor * max(r_later - 1, 0) and r_initial > floor)
+
+def initial_dominates_ci(initial: tuple[float, float], later: tuple[float, float], factor: float = 3.0, floor: float = 1.05) -> bool | None:
+    """`initial_dominates` decided against the noise: the rule at every end of the two intervals (lo, hi) of the PPL ratios;
+    one answer is the verdict, both answers mean the intervals straddle the rule (None, within noise)."""
+    ends = {initial_dominates(a, b, factor, floor) for a in initial for b in later}
+    return ends.pop() if len(ends) == 1 else None
 
 # %% ../nbs/06a_ablate.ipynb #43b92427
 def receptive_field(layer: int, window: int) -> int:
