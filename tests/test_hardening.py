@@ -255,7 +255,7 @@ def test_report_has_setup_findings_and_missing(root, clean_run, venv_bin, tmp_pa
     assert f"Artifacts without a current result ({1 + n_failed} of {len(artifact_names())})" in md and "**B_chunks** (missing)" in md
     assert "| profile | smoke (knob digest" in md and "| C | 32 |" in md and "| vocab_size | 512 |" in md
     assert "not a git checkout" in md and "s in total (sum of the artifacts' last runs)" in md
-    assert re.search(r"\| rope \| TL-RoPE \| rope-[0-9a-f]{12} \| 30 \|", md), md[:4000]
+    assert re.search(r"\| rope \| TL-RoPE \| rope-[0-9a-f]{12} \| scratch \| 30 \| 7680 / 7680 \|", md), md[:4000]
     assert re.search(r"\| stdlib \| [0-9a-f]{16} \| 80 / \d+ / \d+ \|", md)
     assert "## Findings" in md and "B_chunks" in html and html.count("<h2 ") == len(artifact_names())
 
