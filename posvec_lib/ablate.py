@@ -13,14 +13,15 @@ import torch
 from tqdm.auto import tqdm
 from .trace import decoder_layers, hooks
 from .decompose import StreamingMoments, PositionalVectors, positional_vectors
-from .attention import attention_by_distance, sink_share, uniform_sink_share, sink_x_uniform
+from .attention import attention_by_distance, sink_share, uniform_sink_share, sink_x_uniform, sink_excess, decay_ratio
 from .train import token_nll
+from .config import split_half_noise, exceeds
 
 # %% auto #0
 __all__ = ['WHERES', 'REMOVALS', 'InputVectors', 'attention_input_vectors', 'ablate', 'position_sets', 'vector_similarity',
-           'ablation_effect', 'ppl_ratio_ci', 'ablation_table', 'uniform_attention', 'sink_excess', 'decay_ratio',
-           'excess_left', 'initial_dominates', 'initial_dominates_ci', 'receptive_field', 'distinct_positions', 'pca',
-           'positional_pca', 'pca_panel', 'rank_correlation', 'positional_logits', 'rope_rotate', 'toy_attention']
+           'ablation_effect', 'ppl_ratio_ci', 'ablation_table', 'half_similarities', 'similarity_gap', 'excess_left',
+           'excess_left_halves', 'initial_dominates', 'initial_dominates_ci', 'most_harmful', 'least_similar_rival',
+           'receptive_field', 'distinct_positions', 'positional_logits', 'rope_rotate', 'toy_attention']
 
 # %% ../nbs/06a_ablate.ipynb #b3415d2f
 WHERES = ("pre_norm", "post_norm")
@@ -150,41 +151,65 @@ def ablation_table(model, sets: dict, ref: InputVectors, pv0: PositionalVectors,
     df.insert(5, "ppl_ratio", df["ppl"] / df["ppl"].iloc[0])
     return df
 
-# %% ../nbs/06a_ablate.ipynb #c855719e
-def uniform_attention(T: int) -> torch.Tensor:
-    "Uniform causal attention weights [1, 1, T, T]: query t spreads 1/(t+1) over keys 0..t."
-    a = torch.tril(torch.ones(T, T, dtype=torch.float64))
-    return (a / a.sum(-1, keepdim=True))[None, None]
+# %% ../nbs/06a_ablate.ipynb #f909d57f
+def half_similarities(model, ref: InputVectors, samples: torch.Tensor, sets: dict, removals=REMOVALS, batch_size: int = 16) -> pd.DataFrame:
+    "Similarity (raw and centred) of each removal × position set's positional vectors to the original ones on the two halves of `samples`: one row per (removal, positions, half)."
+    halves = (samples[: len(samples) // 2], samples[len(samples) // 2:])
+    pv0h = [positional_vectors(model, x, batch_size, progress=False) for x in halves]
+    out = []
+    for r in removals:
+        for k, pos in sets.items():
+            for i, x in enumerate(halves):
+                with ablate(model, r, pos, ref): pv = positional_vectors(model, x, batch_size, progress=False)
+                out.append(dict(removal=r, positions=k, half=i, simi=float(vector_similarity(pv, pv0h[i]).mean()),
+                                simi_centred=float(vector_similarity(pv, pv0h[i], centred=True).mean())))
+    return pd.DataFrame(out)
 
-def sink_excess(attn: torch.Tensor, skip: int = 4) -> torch.Tensor:
-    "Attention share on the first token over the uniform share, averaged over query positions ≥ skip: [L, H]."
-    return sink_x_uniform(attn, skip)
+# %% ../nbs/06a_ablate.ipynb #15fa218b
+def similarity_gap(table: pd.DataFrame, halves: pd.DataFrame, a: tuple[str, str], b: tuple[str, str], col: str = "simi") -> tuple[float, float]:
+    "simi(b) − simi(a) of two (removal, positions) rows of an `ablation_table` (full samples), and its split-half noise from `half_similarities`."
+    t, hs = table.set_index(["removal", "positions"])[col], halves.set_index(["removal", "positions", "half"])[col]
+    return float(t[b] - t[a]), split_half_noise(hs[(*b, 0)] - hs[(*a, 0)], hs[(*b, 1)] - hs[(*a, 1)])
 
-def decay_ratio(attn: torch.Tensor, near: int = 4, far: tuple[int, int] | None = None) -> torch.Tensor:
-    """Mean attention at distances 1..near over that at distances far = [lo, hi) (default T/2..T-2; key 0 excluded),
-    relative to uniform attention: [L, H]. Window attention never reaches beyond W: give far=(W//2, W) there."""
-    T = attn.shape[-1]
-    lo, hi = far if far is not None else (T // 2, T - 1)                  # distance T-1 only reaches key 0
-    if not near < lo < hi <= T - 1: raise ValueError(f"far distances must satisfy near={near} < lo < hi <= T-1={T - 1}, got far={far}")
-    def ratio(a):
-        d = attention_by_distance(a)                                # [L, H, T]
-        return d[..., 1:near + 1].mean(-1) / d[..., lo:hi].mean(-1)
-    return ratio(attn) / ratio(uniform_attention(T))[0, 0]
-
+# %% ../nbs/06a_ablate.ipynb #8cec5544
 def excess_left(orig: float, new: float, log: bool = False) -> float:
     "Share of the original excess over uniform attention that is left after an ablation: (new-1)/(orig-1), or log(new)/log(orig) (`log`, for ratios like decay)."
     f = np.log if log else (lambda x: x - 1)
     return float(f(new) / f(orig))
 
+# %% ../nbs/06a_ablate.ipynb #10ac8496
+def excess_left_halves(orig, new, col: str, log: bool = False) -> tuple[float, float]:
+    """`excess_left` of column `col` from row `orig` to row `new` (e.g. a model's original and ablated rows of an attention summary),
+    and its split-half noise from the columns `{col}_half1` / `{col}_half2`."""
+    halves = [excess_left(orig[f"{col}_half{i}"], new[f"{col}_half{i}"], log) for i in (1, 2)]
+    return excess_left(orig[col], new[col], log), split_half_noise(*halves)
+
+# %% ../nbs/06a_ablate.ipynb #af557445
 def initial_dominates(r_initial: float, r_later: float, factor: float = 3.0, floor: float = 1.05) -> bool:
     "A Table 2's pattern for one removal: the PPL increase at the initial tokens is ≥ `factor` × that at later tokens, and above `floor`."
     return bool((r_initial - 1) >= factor * max(r_later - 1, 0) and r_initial > floor)
 
+# %% ../nbs/06a_ablate.ipynb #6811c67c
 def initial_dominates_ci(initial: tuple[float, float], later: tuple[float, float], factor: float = 3.0, floor: float = 1.05) -> bool | None:
     """`initial_dominates` decided against the noise: the rule at every end of the two intervals (lo, hi) of the PPL ratios;
     one answer is the verdict, both answers mean the intervals straddle the rule (None, within noise)."""
     ends = {initial_dominates(a, b, factor, floor) for a in initial for b in later}
     return ends.pop() if len(ends) == 1 else None
+
+# %% ../nbs/06a_ablate.ipynb #8e7b68f4
+def most_harmful(table: pd.DataFrame, target: tuple[str, str]) -> tuple[bool | None, tuple[str, str]]:
+    """Is removal `target` = (removal, positions) of an `ablation_table` the most harmful one (highest PPL ratio)? Decided against the
+    most harmful other removal by their 95% intervals (`exceeds`); returns (verdict, that rival)."""
+    t = table.set_index(["removal", "positions"])
+    rival = max((ix for ix in t.index if ix[0] != "original" and ix != target), key=lambda ix: t.ppl_ratio[ix])
+    row = lambda ix: (float(t.ppl_ratio[ix]), float(t.ppl_ratio_lo[ix]), float(t.ppl_ratio_hi[ix]))
+    return exceeds(row(target), row(rival)), rival
+
+# %% ../nbs/06a_ablate.ipynb #ac8352dd
+def least_similar_rival(table: pd.DataFrame, target: tuple[str, str]) -> tuple[str, str]:
+    "The other removal of an `ablation_table` with the lowest similarity to the original positional vectors (the rival of `target` for 'changes them most')."
+    t = table.set_index(["removal", "positions"])
+    return min((ix for ix in t.index if ix[0] != "original" and ix != target), key=lambda ix: t.simi[ix])
 
 # %% ../nbs/06a_ablate.ipynb #43b92427
 def receptive_field(layer: int, window: int) -> int:
@@ -200,39 +225,6 @@ def distinct_positions(pv: PositionalVectors, tail_start: int, k: float = 1.0, t
     thr = torch.full((r.shape[0],), float(threshold), dtype=r.dtype) if threshold is not None else k * r[:, tail_start:].max(1).values
     count = (r[:, :tail_start] > thr[:, None]).sum(1)
     return dict(count=count, distance=r, threshold=thr)
-
-# %% ../nbs/06a_ablate.ipynb #52726103
-def pca(x: torch.Tensor, k: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
-    "Coordinates [n, k] of the rows of x [n, d] on its first k principal components, and their explained-variance shares [k]."
-    xc = x.double() - x.double().mean(0)
-    U, S, _ = torch.linalg.svd(xc, full_matrices=False)
-    coords = U[:, :k] * S[:k]
-    t = torch.arange(len(x), dtype=torch.float64); t = t - t.mean()
-    sign = torch.sign(t @ coords); sign[sign == 0] = 1
-    return coords * sign, (S[:k] ** 2) / (S ** 2).sum()
-
-def positional_pca(pv: PositionalVectors, layer: int, k: int = 2, skip: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """PCA of the positional vectors of one layer (0-based, = resid_post.layer): coordinates [T - skip, k] and explained-variance
-    shares, fitted on positions ≥ `skip` (skip=1 leaves out position 0, which takes most of PC1 in many models)."""
-    return pca(pv.p[layer, skip:], k)
-
-def pca_panel(ax, pv: PositionalVectors, layer: int, title: str, skip: int = 1, n_initial: int = 5, annotate: bool = True):
-    """Paper A Fig. 1's panel on a matplotlib axis: one layer's positional vectors (0-based layer) on their first two principal
-    components, fitted on positions ≥ `skip`, coloured by position, the initial positions skip…n_initial−1 circled in red."""
-    Z, ev = positional_pca(pv, layer, skip=skip)                 # [T - skip, 2]
-    T = pv.p.shape[1]; t = np.arange(skip, T)
-    sc = ax.scatter(Z[:, 0], Z[:, 1], c=t, cmap="viridis", s=10, vmin=0, vmax=T - 1)
-    k = n_initial - skip
-    ax.scatter(Z[:k, 0], Z[:k, 1], facecolors="none", edgecolors="r", s=60, lw=1.2, label=f"positions {skip}–{n_initial - 1}")
-    if annotate:
-        for i in range(k): ax.annotate(str(t[i]), (Z[i, 0], Z[i, 1]), fontsize=7, color="r")
-    ax.set(xlabel=f"PC1 ({100 * ev[0]:.0f}% of variance)", ylabel=f"PC2 ({100 * ev[1]:.0f}% of variance)", title=title)
-    return sc
-
-def rank_correlation(a, b) -> float:
-    "Spearman rank correlation of two 1-D sequences (no ties expected)."
-    ra, rb = np.argsort(np.argsort(np.asarray(a))), np.argsort(np.argsort(np.asarray(b)))
-    return float(np.corrcoef(ra, rb)[0, 1])
 
 # %% ../nbs/06a_ablate.ipynb #ab11c081
 @torch.no_grad()

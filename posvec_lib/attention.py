@@ -10,7 +10,7 @@ from .trace import run_with_cache, decoder_layers, hooks, as_token_batch
 
 # %% auto #0
 __all__ = ['SINK_X_UNIFORM', 'mean_attention', 'sink_share', 'uniform_sink_share', 'attention_by_distance', 'sink_x_uniform',
-           'head_label', 'strongest_sink']
+           'head_label', 'strongest_sink', 'uniform_attention', 'sink_excess', 'decay_ratio', 'geometric_mean']
 
 # %% ../nbs/06_attention.ipynb #246bf918
 @torch.no_grad()
@@ -80,3 +80,32 @@ def strongest_sink(attn: torch.Tensor, start: int = 4, stop: int | None = None) 
     stop = attn.shape[-1] if stop is None else stop
     return dict(layer=l, head=h, label=head_label(l, h), x_uniform=float(x[l, h]),
                 share=float(sink_share(attn)[l, h, start:stop].mean()), is_sink=bool(x[l, h] >= SINK_X_UNIFORM))
+
+# %% ../nbs/06_attention.ipynb #eeb47b5e
+def uniform_attention(T: int) -> torch.Tensor:
+    "Uniform causal attention weights [1, 1, T, T]: query t spreads 1/(t+1) over keys 0..t."
+    a = torch.tril(torch.ones(T, T, dtype=torch.float64))
+    return (a / a.sum(-1, keepdim=True))[None, None]
+
+# %% ../nbs/06_attention.ipynb #4285889d
+def sink_excess(attn: torch.Tensor, skip: int = 4) -> torch.Tensor:
+    "Attention share on the first token over the uniform share, averaged over query positions ≥ skip: [L, H]."
+    return sink_x_uniform(attn, skip)
+
+# %% ../nbs/06_attention.ipynb #7c9a1128
+def decay_ratio(attn: torch.Tensor, near: int = 4, far: tuple[int, int] | None = None) -> torch.Tensor:
+    """Mean attention at distances 1..near over that at distances far = [lo, hi) (default T/2..T-2; key 0 excluded),
+    relative to uniform attention: [L, H]. Window attention never reaches beyond W: give far=(W//2, W) there."""
+    T = attn.shape[-1]
+    lo, hi = far if far is not None else (T // 2, T - 1)                  # distance T-1 only reaches key 0
+    if not near < lo < hi <= T - 1: raise ValueError(f"far distances must satisfy near={near} < lo < hi <= T-1={T - 1}, got far={far}")
+    def ratio(a):
+        d = attention_by_distance(a)                                # [L, H, T]
+        return d[..., 1:near + 1].mean(-1) / d[..., lo:hi].mean(-1)
+    return ratio(attn) / ratio(uniform_attention(T))[0, 0]
+
+# %% ../nbs/06_attention.ipynb #326e9f61
+def geometric_mean(x: torch.Tensor, floor: float | None = None) -> float:
+    "exp(mean(log x)) over every element of x; values below `floor` are raised to it first (a zero would give 0)."
+    x = x.double() if floor is None else x.double().clamp(min=floor)
+    return float(x.log().mean().exp())

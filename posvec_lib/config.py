@@ -17,8 +17,10 @@ __all__ = ['ZOO_VARIANTS', 'KNOBS', 'PROFILES', 'OFFLINE_VARIABLES', 'SAMPLE_SEE
            'cache_dir', 'figures_dir', 'DiskError', 'disk_errors', 'writable', 'atomic_write', 'write_json',
            'remove_cache_entry', 'file_sha256', 'seal', 'seal_check', 'discard_damaged', 'verify_files', 'entry_ok',
            'load_sealed', 'seed_everything', 'resolve_device', 'torch_dtype', 'oom_hint', 'decide', 'split_half_noise',
-           'decide_all', 'binomial_noise', 'implies', 'as_verdict', 'decide_rows', 'decide_gap', 'decide_accuracy',
-           'note_input', 'used_inputs', 'is_timing', 'Record', 'staging_dir', 'swap_in', 'restore_interrupted']
+           'decide_all', 'binomial_noise', 'mc_noise', 'decide_accuracy', 'implies', 'as_verdict', 'decide_rows',
+           'decide_gap', 'decide_interval', 'exceeds', 'ordered_beyond_noise', 'rank_correlation',
+           'permutation_spearman', 'reason_or_note', 'note_input', 'used_inputs', 'is_timing', 'Record', 'staging_dir',
+           'swap_in', 'restore_interrupted']
 
 # %% ../nbs/00_config.ipynb #b21b91f8
 @dataclass(frozen=True)
@@ -522,7 +524,7 @@ def oom_hint(knob: str, value, what: str = ""):
         if torch.cuda.is_available(): torch.cuda.empty_cache()
         raise err from e
 
-# %% ../nbs/00_config.ipynb #fd078aaf
+# %% ../nbs/00_config.ipynb #7b22b930
 def decide(value: float, threshold: float, noise: float = 0.0, op: str = ">=") -> bool | None:
     "True/False when `value` is on one side of `threshold` by more than `noise` (op '>=' or '<='), else None (within noise)."
     if op not in (">=", "<="): raise ValueError(f"unknown op {op!r}; allowed: '>=', '<='")
@@ -531,41 +533,95 @@ def decide(value: float, threshold: float, noise: float = 0.0, op: str = ">=") -
     if abs(value - threshold) <= noise: return None
     return bool(value >= threshold) if op == ">=" else bool(value <= threshold)
 
+# %% ../nbs/00_config.ipynb #3d037511
 def split_half_noise(a: float, b: float) -> float:
     "Noise of an estimate from its two half-sample values: |a − b| / 2 (the full sample's standard error, roughly)."
     return abs(float(a) - float(b)) / 2
 
+# %% ../nbs/00_config.ipynb #5aa69aee
 def decide_all(verdicts) -> bool | None:
     "One verdict for 'every X': False when any fails, True when all hold, else None (some within noise)."
     v = list(verdicts)
     if not v: raise ValueError("decide_all needs at least one verdict")
     return False if any(x is False for x in v) else True if all(x is True for x in v) else None
 
+# %% ../nbs/00_config.ipynb #15633637
 def binomial_noise(p: float, n: int) -> float:
     "Standard error of an accuracy p over n trials, p shrunk to (k+1)/(n+2) so that 0 and 1 keep a non-zero error."
     if not (isinstance(n, int) and n >= 1): raise ValueError(f"n must be an int ≥ 1, got {n!r}")
     q = (p * n + 1) / (n + 2)
     return math.sqrt(q * (1 - q) / n)
 
+# %% ../nbs/00_config.ipynb #9c6b7b6a
+def mc_noise(p: float, iterations: int) -> float:
+    "Monte Carlo standard error √(p(1−p)/n) of a probability p estimated from `iterations` draws (an upper bound for a mean of such estimates)."
+    if not (isinstance(iterations, int) and iterations >= 1): raise ValueError(f"iterations must be an int ≥ 1, got {iterations!r}")
+    return float(np.sqrt(p * (1 - p) / iterations))
+
+# %% ../nbs/00_config.ipynb #bb77dd4e
+def decide_accuracy(p: float, threshold: float, n: int, op: str = ">=") -> bool | None:
+    "`decide` for an accuracy over n trials against `threshold`, with its binomial noise; None when it was not measured (NaN)."
+    return None if p != p else decide(p, threshold, binomial_noise(p, n), op)
+
+# %% ../nbs/00_config.ipynb #554c62e7
 def implies(a: bool | None, b: bool | None) -> bool | None:
     "Kleene implication a ⇒ b of verdicts True / False / None (None = within noise): False only when a holds and b fails."
     return True if (a is False or b is True) else False if (a is True and b is False) else None
 
+# %% ../nbs/00_config.ipynb #03e3ba20
 def as_verdict(x) -> bool | None:
     "A verdict read back from a table cell: True / False, or None for a missing (None / NaN) one."
     return None if x is None or x != x else bool(x)
 
+# %% ../nbs/00_config.ipynb #dd749c4e
 def decide_rows(table, rows, value: str, noise: str, threshold: float, op: str = ">=") -> bool | None:
     "One verdict for 'every row': `decide` of column `value` against `threshold` with column `noise` as its noise, for each of `rows` (index labels of the DataFrame `table`), combined by `decide_all`."
     return decide_all(decide(float(table.loc[r, value]), threshold, float(table.loc[r, noise]), op) for r in rows)
 
+# %% ../nbs/00_config.ipynb #48f3bd8a
 def decide_gap(a: float, noise_a: float, b: float, noise_b: float, threshold: float = 0.0, op: str = ">=") -> bool | None:
     "`decide` of the difference a − b of two independent estimates against `threshold`, their noises added in quadrature."
     return decide(a - b, threshold, math.hypot(noise_a, noise_b), op)
 
-def decide_accuracy(p: float, threshold: float, n: int, op: str = ">=") -> bool | None:
-    "`decide` for an accuracy over n trials against `threshold`, with its binomial noise; None when it was not measured (NaN)."
-    return None if p != p else decide(p, threshold, binomial_noise(p, n), op)
+# %% ../nbs/00_config.ipynb #3b99069c
+def decide_interval(lo: float, hi: float, threshold: float = 1.0) -> bool | None:
+    "True when the interval [lo, hi] lies above `threshold`, False when it lies below, None when it contains it (within noise) or was not measured (NaN)."
+    if lo != lo or hi != hi: return None
+    if not lo <= hi: raise ValueError(f"an interval needs lo ≤ hi, got [{lo}, {hi}]")
+    return True if lo > threshold else False if hi < threshold else None
+
+# %% ../nbs/00_config.ipynb #dbb4ec18
+def exceeds(a, b) -> bool | None:
+    "Is estimate a above estimate b? a, b: (value, lo, hi), each with its interval. True when a's value is higher and the intervals do not overlap, False when b's is higher and they do not overlap, else None."
+    (va, la, ha), (vb, lb, hb) = a, b
+    return (True if la > hb else None) if va > vb else (False if lb > ha else None)
+
+# %% ../nbs/00_config.ipynb #a1fd198d
+def ordered_beyond_noise(values, noises) -> bool:
+    "Is each adjacent pair of the sorted `values` further apart than their two `noises` combined (root sum of squares)?"
+    o = np.argsort(values)
+    return all(values[j] - values[i] > math.hypot(noises[i], noises[j]) for i, j in zip(o[:-1], o[1:]))
+
+# %% ../nbs/00_config.ipynb #f588e975
+def rank_correlation(a, b) -> float:
+    "Spearman rank correlation of two 1-D sequences (no ties expected)."
+    ra, rb = np.argsort(np.argsort(np.asarray(a))), np.argsort(np.argsort(np.asarray(b)))
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+# %% ../nbs/00_config.ipynb #9a3e89f1
+def permutation_spearman(a, b) -> tuple[float, float, float]:
+    "Spearman ρ of a, b and its exact permutation p-values (P(ρ_perm ≤ ρ), P(ρ_perm ≥ ρ)) over all orders of b."
+    import itertools
+    if len(b) > 8: raise ValueError(f"an exact permutation test enumerates n! orders; n = {len(b)} > 8 is too many")
+    rho = rank_correlation(a, b)
+    null = np.array([rank_correlation(a, [b[i] for i in p]) for p in itertools.permutations(range(len(b)))])
+    return rho, float((null <= rho + 1e-9).mean()), float((null >= rho - 1e-9).mean())
+
+# %% ../nbs/00_config.ipynb #fa1a6da3
+def reason_or_note(verdict: bool | None, *texts) -> dict:
+    "The non-empty `texts`, joined, as `reason` (verdict None) or `note` (a verdict): keyword arguments for `Record.check`."
+    t = "; ".join(x for x in texts if x)
+    return {} if not t else {"reason" if verdict is None else "note": t}
 
 # %% ../nbs/00_config.ipynb #e577a762
 VERDICTS = ("holds", "fails", "not measurable")

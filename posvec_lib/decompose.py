@@ -5,13 +5,14 @@
 # %% ../nbs/05_decompose.ipynb #bff9fc49
 from __future__ import annotations
 from dataclasses import dataclass
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 from .trace import run_with_cache, decoder_layers, hooks, as_token_batch
 
 # %% auto #0
 __all__ = ['StreamingMoments', 'PositionalVectors', 'positional_vectors', 'semantic_vectors', 'cosine_matrix',
-           'position_similarity', 'anchor_ratio', 'combine']
+           'position_similarity', 'anchor_ratio', 'combine', 'pca', 'positional_pca', 'pca_panel']
 
 # %% ../nbs/05_decompose.ipynb #7adad5c7
 class StreamingMoments:
@@ -99,3 +100,33 @@ def combine(a: PositionalVectors, b: PositionalVectors) -> PositionalVectors:
     p = (a.p * a.n_samples + b.p * b.n_samples) / n
     e2 = lambda x: x.total_var + (x.u ** 2).sum(-1)                       # E|h|^2 per layer
     return PositionalVectors(p, n, (e2(a) * a.n_samples + e2(b) * b.n_samples) / n - (p.mean(1) ** 2).sum(-1))
+
+# %% ../nbs/05_decompose.ipynb #01c9c207
+def pca(x: torch.Tensor, k: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+    "Coordinates [n, k] of the rows of x [n, d] on its first k principal components, and their explained-variance shares [k]."
+    xc = x.double() - x.double().mean(0)
+    U, S, _ = torch.linalg.svd(xc, full_matrices=False)
+    coords = U[:, :k] * S[:k]
+    t = torch.arange(len(x), dtype=torch.float64); t = t - t.mean()
+    sign = torch.sign(t @ coords); sign[sign == 0] = 1
+    return coords * sign, (S[:k] ** 2) / (S ** 2).sum()
+
+# %% ../nbs/05_decompose.ipynb #859795c8
+def positional_pca(pv: PositionalVectors, layer: int, k: int = 2, skip: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """PCA of the positional vectors of one layer (0-based, = resid_post.layer): coordinates [T - skip, k] and explained-variance
+    shares, fitted on positions ≥ `skip` (skip=1 leaves out position 0, which takes most of PC1 in many models)."""
+    return pca(pv.p[layer, skip:], k)
+
+# %% ../nbs/05_decompose.ipynb #4632ec44
+def pca_panel(ax, pv: PositionalVectors, layer: int, title: str, skip: int = 1, n_initial: int = 5, annotate: bool = True):
+    """Paper A Fig. 1's panel on a matplotlib axis: one layer's positional vectors (0-based layer) on their first two principal
+    components, fitted on positions ≥ `skip`, coloured by position, the initial positions skip…n_initial−1 circled in red."""
+    Z, ev = positional_pca(pv, layer, skip=skip)                 # [T - skip, 2]
+    T = pv.p.shape[1]; t = np.arange(skip, T)
+    sc = ax.scatter(Z[:, 0], Z[:, 1], c=t, cmap="viridis", s=10, vmin=0, vmax=T - 1)
+    k = n_initial - skip
+    ax.scatter(Z[:k, 0], Z[:k, 1], facecolors="none", edgecolors="r", s=60, lw=1.2, label=f"positions {skip}–{n_initial - 1}")
+    if annotate:
+        for i in range(k): ax.annotate(str(t[i]), (Z[i, 0], Z[i, 1]), fontsize=7, color="r")
+    ax.set(xlabel=f"PC1 ({100 * ev[0]:.0f}% of variance)", ylabel=f"PC2 ({100 * ev[1]:.0f}% of variance)", title=title)
+    return sc

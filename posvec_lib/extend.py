@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import torch
 from transformers import PretrainedConfig
-from .config import Profile, cache_dir, write_json, atomic_write, load_sealed, seal, decide
+from .config import Profile, cache_dir, write_json, atomic_write, load_sealed, seal, decide, decide_all
 from .trace import hooks, run_with_cache, decoder_layers, as_token_batch
 from .decompose import PositionalVectors, positional_vectors, cosine_matrix
 from .rope import apply_interpolation
@@ -19,14 +19,15 @@ from .variants import ATTENTION_KINDS, supported_models
 from .train import token_nll
 
 # %% auto #0
-__all__ = ['NEEDS', 'EXTENSIONS', 'SIMI_REL_IN_DISTRIBUTION', 'REPLICATE_SEEDS', 'IDENTITY_SETTINGS', 'active_extensions',
-           'Extension', 'check_extensible', 'ConfigChange', 'NoChange', 'attention_scaling', 'initial_scaling',
-           'window_extension', 'DynamicNTK', 'dynamic_ntk', 'dynamic_ntk_scale', 'interpolate_positions',
-           'replacement_shift', 'PositionalVectorReplacement', 'positional_vector_replacement', 'no_extension',
-           'extend', 'cached_positional_vectors', 'similarity_to_window', 'window_match', 'beyond_similarity',
-           'window_similarity', 'identification_error', 'ratio_from_matches', 'effective_ratio', 'relative_similarity',
-           'interval_means', 'sink_by_position', 'positional_logits', 'logits_similarity', 'search_grid', 'ppl_of',
-           'ppl_search', 'reference_samples', 'replicate_samples', 'reference_positional_vectors', 'default_grid',
+__all__ = ['NEEDS', 'EXTENSIONS', 'RESOLVING_ERROR', 'SIMI_REL_IN_DISTRIBUTION', 'REPLICATE_SEEDS', 'IDENTITY_SETTINGS',
+           'active_extensions', 'Extension', 'check_extensible', 'ConfigChange', 'NoChange', 'attention_scaling',
+           'initial_scaling', 'window_extension', 'DynamicNTK', 'dynamic_ntk', 'dynamic_ntk_scale',
+           'interpolate_positions', 'replacement_shift', 'PositionalVectorReplacement', 'positional_vector_replacement',
+           'no_extension', 'extend', 'cached_positional_vectors', 'similarity_to_window', 'window_match',
+           'beyond_similarity', 'window_similarity', 'identification_error', 'ratio_from_matches', 'effective_ratio',
+           'resolving_layers', 'ratio_over_layers', 'ratio_close_to', 'relative_similarity', 'interval_means',
+           'sink_by_position', 'positional_logits', 'logits_similarity', 'search_grid', 'ppl_of', 'ppl_search',
+           'beats_direct', 'reference_samples', 'replicate_samples', 'reference_positional_vectors', 'default_grid',
            'tuned_setting', 'setting_for_length', 'extension_kwargs', 'repetition_lengths', 'repetition_samples',
            'repetition_control', 'repetition_accuracy', 'window_input_similarity', 'needle_similarity']
 
@@ -348,6 +349,25 @@ def effective_ratio(p_ext, p_orig, C: int, start: int | None = None, centred: bo
     t = torch.arange(start, idx.shape[1])
     return torch.tensor([ratio_from_matches(t, idx[l, start:]) for l in range(idx.shape[0])], dtype=torch.float64)
 
+# %% ../nbs/07_extend.ipynb #e69ca579
+RESOLVING_ERROR = 1 / 16   # a layer resolves positions when its in-window identification error is ≤ C/16
+
+def resolving_layers(id_error, C: int) -> list[int]:
+    "0-based layers whose `identification_error` [L] is ≤ C·RESOLVING_ERROR: the layers where t* (and the ratio) mean something."
+    return [l for l in range(len(id_error)) if float(id_error[l]) <= C * RESOLVING_ERROR]
+
+# %% ../nbs/07_extend.ipynb #c012a069
+def ratio_over_layers(ratio, layers) -> float:
+    "The median of a per-layer effective ratio [L] over `layers` (e.g. `resolving_layers`); NaN when there are none."
+    r = [float(ratio[l]) for l in layers]
+    return float(np.median(r)) if r else float("nan")
+
+# %% ../nbs/07_extend.ipynb #2b30c68f
+def ratio_close_to(ratio: float, noise: float, factor: float, tol: float = 0.25) -> bool | None:
+    "Is |ratio / factor − 1| ≤ `tol`, beyond the noise (noise / factor)? None (not measurable) when the ratio or its noise is not finite."
+    if not (np.isfinite(ratio) and np.isfinite(noise)): return None
+    return decide(abs(ratio / factor - 1), tol, noise / factor, "<=")
+
 # %% ../nbs/07_extend.ipynb #7cec83cc
 SIMI_REL_IN_DISTRIBUTION = 0.95
 
@@ -409,6 +429,21 @@ def ppl_search(model, samples: torch.Tensor, method: str, grid: list[dict], batc
     "PPL of `samples` under `method` for every setting of `grid` (plus `fixed` arguments), best first."
     rows = [dict(**s, ppl=ppl_of(model, samples, method, batch_size, **s, **fixed)) for s in grid]
     return pd.DataFrame(rows).sort_values("ppl", kind="stable").reset_index(drop=True)
+
+# %% ../nbs/07_extend.ipynb #3038b9bb
+def beats_direct(vs_direct: pd.DataFrame, name: str, method: str, lengths, C: int, settings=()) -> tuple[bool | None, dict, str]:
+    """A Table 4's rule for model `name` + `method` at every L in `lengths` beyond C. `vs_direct`: one row per (model, method, L) with the
+    PPL ratio to direct extrapolation (`ratio`, `lo`, `hi`, `noise` from `ppl_ratio_docs`) and `identical_to_direct`; `settings`: the
+    chosen settings, named in the reason. Returns (verdict, values for the check, why it is not evidence ('' when it is))."""
+    vd = vs_direct.set_index(["model", "method", "L"]) if len(vs_direct) else None
+    keys = [(name, method, L) for L in lengths if L > C]
+    if not keys or vd is None or any(k not in vd.index for k in keys): return None, {}, f"{name} + {method} not in this profile"
+    same = [bool(vd.loc[k].identical_to_direct) for k in keys]
+    v = [None if s else decide(float(vd.loc[k].ratio), 1.0, float(vd.loc[k].noise), "<=") for k, s in zip(keys, same)]
+    reason = (f"not evidence either way: the chosen setting ({', '.join(settings)}) scores every document exactly as direct extrapolation does"
+              if all(same) else f"identical to direct extrapolation (no evidence) at L = {[k[2] for k, s in zip(keys, same) if s]}" if any(same) else "")
+    vals = {f"L={k[2]}_{c}": float(vd.loc[k][c]) for c in ("ratio", "lo", "hi") for k in keys}
+    return decide_all(v), vals, reason
 
 # %% ../nbs/07_extend.ipynb #e9322d71
 def _zoo():

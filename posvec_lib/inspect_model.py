@@ -11,9 +11,9 @@ import pandas as pd
 import torch
 from .config import atomic_write, write_json, _to_markdown, disk_errors
 from .trace import decoder_layers
-from .decompose import positional_vectors, anchor_ratio
-from .attention import mean_attention, sink_share, uniform_sink_share, attention_by_distance
-from .ablate import attention_input_vectors, ablation_table, position_sets, sink_excess, pca
+from .decompose import positional_vectors, anchor_ratio, pca
+from .attention import mean_attention, sink_share, uniform_sink_share, attention_by_distance, sink_excess
+from .ablate import attention_input_vectors, ablation_table, position_sets
 from .data import fixed_length_samples
 from .pretrained import load_pretrained, model_docs, text_docs, uses_bos, PRETRAINED
 

@@ -9,12 +9,10 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 from posvec_lib.config import get_profile
 from posvec_lib.variants import model_config, Variant, tiny_model
 from posvec_lib.trace import run_with_cache
-from posvec_lib.decompose import positional_vectors, PositionalVectors
-from posvec_lib.attention import mean_attention
+from posvec_lib.decompose import positional_vectors, PositionalVectors, pca
+from posvec_lib.attention import mean_attention, uniform_attention, sink_excess, decay_ratio
 from posvec_lib.train import token_nll
-from posvec_lib.ablate import (REMOVALS, InputVectors, attention_input_vectors, ablate, ablation_effect, ablation_table,
-                               position_sets, vector_similarity, uniform_attention, sink_excess, decay_ratio,
-                               distinct_positions, receptive_field, pca, positional_logits, toy_attention, rope_rotate)
+from posvec_lib.ablate import (REMOVALS, InputVectors, attention_input_vectors, ablate, ablation_effect, ablation_table, position_sets, vector_similarity, distinct_positions, receptive_field, positional_logits, toy_attention, rope_rotate)
 
 V, T, N = 101, 16, 12
 
