@@ -25,11 +25,12 @@ __all__ = ['NEEDS', 'EXTENSIONS', 'RESOLVING_ERROR', 'SIMI_REL_IN_DISTRIBUTION',
            'interpolate_positions', 'replacement_shift', 'PositionalVectorReplacement', 'positional_vector_replacement',
            'no_extension', 'extend', 'cached_positional_vectors', 'similarity_to_window', 'window_match',
            'beyond_similarity', 'window_similarity', 'identification_error', 'ratio_from_matches', 'effective_ratio',
-           'resolving_layers', 'ratio_over_layers', 'ratio_close_to', 'relative_similarity', 'interval_means',
-           'sink_by_position', 'positional_logits', 'logits_similarity', 'search_grid', 'ppl_of', 'ppl_search',
-           'beats_direct', 'reference_samples', 'replicate_samples', 'reference_positional_vectors', 'default_grid',
-           'tuned_setting', 'setting_for_length', 'extension_kwargs', 'repetition_lengths', 'repetition_samples',
-           'repetition_control', 'repetition_accuracy', 'window_input_similarity', 'needle_similarity']
+           'resolving_layers', 'ratio_over_layers', 'ratio_close_to', 'ratio_matches_factor', 'relative_similarity',
+           'interval_means', 'sink_by_position', 'positional_logits', 'logits_similarity', 'search_grid', 'ppl_of',
+           'ppl_search', 'beats_direct', 'reference_samples', 'replicate_samples', 'reference_positional_vectors',
+           'default_grid', 'tuned_setting', 'setting_for_length', 'extension_kwargs', 'repetition_lengths',
+           'repetition_samples', 'repetition_control', 'repetition_accuracy', 'window_input_similarity',
+           'needle_similarity']
 
 # %% ../nbs/07_extend.ipynb #cd60e127
 _ACTIVE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # model -> tags of active extensions
@@ -367,6 +368,15 @@ def ratio_close_to(ratio: float, noise: float, factor: float, tol: float = 0.25)
     "Is |ratio / factor − 1| ≤ `tol`, beyond the noise (noise / factor)? None (not measurable) when the ratio or its noise is not finite."
     if not (np.isfinite(ratio) and np.isfinite(noise)): return None
     return decide(abs(ratio / factor - 1), tol, noise / factor, "<=")
+
+# %% ../nbs/07_extend.ipynb #5c0b8cf0
+def ratio_matches_factor(ratio: float, ratio_ref: float, noise: float, factor: float, layers, tol: float = 0.25) -> tuple[bool | None, str | None]:
+    "(verdict, reason) for 'the effective ratio is within ±`tol` of `factor`', from the ratio on two sample sets, its noise and the resolving `layers`."
+    if not layers: return None, "no layer of the base model identifies in-window positions to within C/16, so t* is noise"
+    if math.isinf(ratio) and math.isinf(ratio_ref): return False, "t* does not grow with t beyond C on either sample set (ratio ∞)"
+    if not np.isfinite(noise): return None, f"the ratio is {ratio:g} on the replicate samples and {ratio_ref:g} on the reference samples"
+    return ratio_close_to(ratio, noise, factor, tol), None
+
 
 # %% ../nbs/07_extend.ipynb #7cec83cc
 SIMI_REL_IN_DISTRIBUTION = 0.95

@@ -5,6 +5,7 @@
 # %% ../nbs/10b_sweeps.ipynb #16d83139
 from __future__ import annotations
 import math
+from dataclasses import dataclass
 import numpy as np, pandas as pd
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 from .config import Profile
@@ -15,7 +16,7 @@ from .finetune import FinetuneSpec
 # %% auto #0
 __all__ = ['INTERP', 'INTERP_NAME', 'PAPER_INTERP_NAME', 'logged_every', 'b_spec', 'table1_runs', 'chunk_runs',
            'interpolation_runs', 'eval_set', 'eval_corpora', 'doubling_lengths', 'ppl_sweep', 'sweep_ratio', 'wide_ppl',
-           'growth_ratio', 'ratio_values', 'ppl_spread', 'plain_log_axes']
+           'growth_ratio', 'ratio_values', 'ppl_spread', 'PPLSetup', 'ppl_setup', 'plain_log_axes']
 
 # %% ../nbs/10b_sweeps.ipynb #360a2922
 def logged_every(P: Profile) -> int:
@@ -123,6 +124,35 @@ def ppl_spread(results: dict, labels: list[str], corpus: str, L: int) -> dict:
     by = sorted(labels, key=lambda m: results[(m, corpus, L)]["ppl"])
     r = ppl_ratio_docs(results[(by[-1], corpus, L)], results[(by[0], corpus, L)])
     return dict(spread=round(r["ratio"] - 1, 4), noise=round(r["noise"], 4), highest=by[-1], lowest=by[0])
+
+# %% ../nbs/10b_sweeps.ipynb #e0f8a216
+@dataclass(frozen=True)
+class PPLSetup:
+    "A B notebook's PPL sweep: corpora (name → documents), window lengths, stride and BOS, for window C and target s·C."
+    corpora: dict
+    lengths: list
+    stride: int
+    bos: int
+    C: int
+    s: int
+
+    @property
+    def Lt(self) -> int: return self.s * self.C
+
+    def run(self, label: str, model, results: dict | None = None, **kw) -> list[dict]:
+        "`ppl_sweep` of one model on this set-up's corpora and lengths."
+        return ppl_sweep(label, model, self.corpora, self.lengths, self.stride, self.bos, results=results, **kw)
+
+    def documents(self, used_by) -> pd.DataFrame:
+        "One row per corpus: how many test documents of Lt − 1 tokens; `used_by` a text or a dict corpus → text."
+        use = used_by if isinstance(used_by, dict) else {c: used_by for c in self.corpora}
+        return pd.DataFrame([dict(corpus=c, split="test", documents=len(d), min_tokens=self.Lt - 1, tokens_each=self.Lt - 1,
+                                  used_by=use[c]) for c, d in self.corpora.items()])
+
+def ppl_setup(P: Profile, data, s: int) -> PPLSetup:
+    "The shared sweep for target s·C: `eval_corpora` at s·C, `doubling_lengths(C, s)`, stride C/2, the tokenizer's BOS."
+    return PPLSetup(eval_corpora(P, data, s * P.C), doubling_lengths(P.C, s), P.C // 2, data.tokenizer.bos_token_id, P.C, s)
+
 
 # %% ../nbs/10b_sweeps.ipynb #5ad78eae
 def plain_log_axes(ax, xticks=None):
