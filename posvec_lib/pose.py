@@ -13,7 +13,7 @@ __all__ = ['CONTENTS', 'ANCHORS', 'OFFSETS', 'CHUNKS_SAMPLER', 'SAMPLERS', 'COVE
            'check_choice', 'check_chunks', 'source_text', 'chunk_index', 'official_lengths', 'chunk_lengths',
            'skip_offsets', 'content_offsets', 'Sample', 'pose_sample', 'pose_sample_chunks', 'randpos_sample',
            'full_length_sample', 'get_sampler', 'sample_map_fn', 'PoSECollator', 'covered_distances',
-           'coverage_positions', 'coverage_probability', 'pose_coverage_exact']
+           'coverage_positions', 'coverage_probability', 'pose_coverage_exact', 'flat_spread']
 
 # %% ../nbs/09_pose.ipynb #12970379
 CONTENTS = ("uniform", "zero", "same")
@@ -234,3 +234,11 @@ def pose_coverage_exact(Lc: int, Lt: int) -> np.ndarray:
     check_windows(Lc, Lt)
     d = np.arange(Lc, Lt)
     return (np.minimum(d - 1, Lt - Lc) - (d - Lc + 1) + 1).clip(min=0) / (Lt - Lc + 1)
+
+# %% ../nbs/09_pose.ipynb #e04750ea
+def flat_spread(coverage: np.ndarray, Lc: int, Lt: int, bins: int = 4) -> float:
+    "Max − min of the mean `coverage` [Lt] over `bins` equal parts of the flat region [Lc, Lt−Lc]."
+    check_windows(Lc, Lt)
+    m = [b.mean() for b in np.array_split(coverage[Lc:Lt - Lc + 1], bins)]
+    return float(max(m) - min(m))
+
