@@ -13,12 +13,12 @@ import torch
 
 # %% auto #0
 __all__ = ['ZOO_VARIANTS', 'KNOBS', 'PROFILES', 'OFFLINE_VARIABLES', 'SAMPLE_SEEDS', 'VERDICTS', 'Profile', 'Knob', 'check_knob',
-           'parse_knob', 'get_profile', 'parse_sets', 'is_offline', 'sample_seed', 'project_root', 'require_clone',
-           'cache_dir', 'figures_dir', 'DiskError', 'disk_errors', 'writable', 'atomic_write', 'write_json',
-           'remove_cache_entry', 'file_sha256', 'seal', 'seal_check', 'discard_damaged', 'verify_files', 'entry_ok',
-           'load_sealed', 'seed_everything', 'resolve_device', 'torch_dtype', 'oom_hint', 'decide', 'split_half_noise',
-           'decide_all', 'binomial_noise', 'mc_noise', 'decide_accuracy', 'implies', 'as_verdict', 'decide_rows',
-           'decide_gap', 'decide_interval', 'exceeds', 'ordered_beyond_noise', 'rank_correlation',
+           'parse_knob', 'get_profile', 'parse_sets', 'is_offline', 'in_notebook', 'sample_seed', 'project_root',
+           'require_clone', 'cache_dir', 'figures_dir', 'DiskError', 'disk_errors', 'writable', 'atomic_write',
+           'write_json', 'remove_cache_entry', 'file_sha256', 'seal', 'seal_check', 'discard_damaged', 'verify_files',
+           'entry_ok', 'load_sealed', 'seed_everything', 'resolve_device', 'torch_dtype', 'oom_hint', 'decide',
+           'split_half_noise', 'decide_all', 'binomial_noise', 'mc_noise', 'decide_accuracy', 'implies', 'as_verdict',
+           'decide_rows', 'decide_gap', 'decide_interval', 'exceeds', 'ordered_beyond_noise', 'rank_correlation',
            'permutation_spearman', 'reason_or_note', 'note_input', 'used_inputs', 'is_timing', 'Record', 'staging_dir',
            'swap_in', 'restore_interrupted']
 
@@ -267,6 +267,14 @@ OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFL
 def is_offline() -> bool:
     "Whether the hub is switched off: any of `OFFLINE_VARIABLES` set to 1 / true / yes."
     return any(os.environ.get(v, "0").strip().lower() in ("1", "true", "yes") for v in OFFLINE_VARIABLES)
+
+# %% ../nbs/00_config.ipynb #1e2babf6
+def in_notebook() -> bool:
+    "Whether this code runs in a Jupyter kernel (where `__name__` is also `__main__`)."
+    try:
+        from IPython import get_ipython
+        return get_ipython() is not None
+    except ImportError: return False
 
 # %% ../nbs/00_config.ipynb #58b8fbfd
 SAMPLE_SEEDS = dict(                 # offsets to the profile seed, one per named sample set

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse, os, sys
 from pathlib import Path
 import torch
+from .config import in_notebook
 from .trace import as_token_batch
 from .decompose import PositionalVectors, positional_vectors
 from .attention import mean_attention
@@ -99,4 +100,4 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 # %% ../nbs/14_distributed.ipynb #71ffa48b
-if __name__ == "__main__" and sys.argv[0].endswith("distributed.py"): sys.exit(main())   # python -m, not a notebook kernel
+if __name__ == "__main__" and not in_notebook(): sys.exit(main())   # python -m, not a notebook kernel

@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_extend.ipynb #a7c4fa82
 from __future__ import annotations
-import hashlib, itertools, json, math, weakref
+import hashlib, itertools, json, math
 from contextlib import ExitStack
 from typing import Callable
 import numpy as np
@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 from transformers import PretrainedConfig
 from .config import Profile, cache_dir, write_json, atomic_write, load_sealed, seal, decide, decide_all
-from .trace import hooks, run_with_cache, decoder_layers, as_token_batch
+from .trace import Extension, active_extensions, hooks, run_with_cache, decoder_layers, as_token_batch
 from .decompose import PositionalVectors, positional_vectors, cosine_matrix
 from .rope import apply_interpolation
 from .variants import ATTENTION_KINDS, supported_models
@@ -20,51 +20,16 @@ from .train import token_nll
 
 # %% auto #0
 __all__ = ['NEEDS', 'EXTENSIONS', 'RESOLVING_ERROR', 'SIMI_REL_IN_DISTRIBUTION', 'REPLICATE_SEEDS', 'IDENTITY_SETTINGS',
-           'active_extensions', 'Extension', 'check_extensible', 'ConfigChange', 'NoChange', 'attention_scaling',
-           'initial_scaling', 'window_extension', 'DynamicNTK', 'dynamic_ntk', 'dynamic_ntk_scale',
-           'interpolate_positions', 'replacement_shift', 'PositionalVectorReplacement', 'positional_vector_replacement',
-           'no_extension', 'extend', 'cached_positional_vectors', 'similarity_to_window', 'window_match',
-           'beyond_similarity', 'window_similarity', 'identification_error', 'ratio_from_matches', 'effective_ratio',
-           'resolving_layers', 'ratio_over_layers', 'ratio_close_to', 'ratio_matches_factor', 'relative_similarity',
-           'interval_means', 'sink_by_position', 'positional_logits', 'logits_similarity', 'search_grid', 'ppl_of',
-           'ppl_search', 'beats_direct', 'reference_samples', 'replicate_samples', 'reference_positional_vectors',
-           'default_grid', 'tuned_setting', 'setting_for_length', 'extension_kwargs', 'repetition_lengths',
-           'repetition_samples', 'repetition_control', 'repetition_accuracy', 'window_input_similarity',
-           'needle_similarity']
-
-# %% ../nbs/07_extend.ipynb #cd60e127
-_ACTIVE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # model -> tags of active extensions
-
-def active_extensions(model) -> tuple:
-    "Tags of the extensions active on `model`, innermost last."
-    return tuple(_ACTIVE.get(model, ()))
-
-class Extension:
-    "A reversible change of a loaded model: applied when created; `restore()` or leaving a `with` block undoes it exactly."
-    def __init__(self, model, tag: str):
-        self.model, self.tag, self.active = model, tag, False
-    def _apply(self): pass
-    def _undo(self): pass
-    def _start(self):
-        try: self._apply()
-        except BaseException:
-            self._undo(); raise
-        self.active = True
-        _ACTIVE.setdefault(self.model, []).append(self.tag)
-        return self
-    def restore(self):
-        "Undo the change (idempotent); returns the model."
-        if not self.active: return self.model
-        stack = _ACTIVE.get(self.model, [])
-        if stack and stack[-1] != self.tag:
-            raise RuntimeError(f"restore extensions in reverse order: {self.tag!r} is not the innermost of {stack}")
-        self._undo(); self.active = False
-        if stack: stack.pop()
-        if not stack: _ACTIVE.pop(self.model, None)
-        return self.model
-    def __enter__(self): return self.model
-    def __exit__(self, *exc): self.restore(); return False
-    def __repr__(self): return f"{type(self).__name__}({self.tag!r}, active={self.active})"
+           'check_extensible', 'ConfigChange', 'NoChange', 'attention_scaling', 'initial_scaling', 'window_extension',
+           'DynamicNTK', 'dynamic_ntk', 'dynamic_ntk_scale', 'interpolate_positions', 'replacement_shift',
+           'PositionalVectorReplacement', 'positional_vector_replacement', 'no_extension', 'extend',
+           'cached_positional_vectors', 'similarity_to_window', 'window_match', 'beyond_similarity',
+           'window_similarity', 'identification_error', 'ratio_from_matches', 'effective_ratio', 'resolving_layers',
+           'ratio_over_layers', 'ratio_close_to', 'ratio_matches_factor', 'relative_similarity', 'interval_means',
+           'sink_by_position', 'positional_logits', 'logits_similarity', 'search_grid', 'ppl_of', 'ppl_search',
+           'beats_direct', 'reference_samples', 'replicate_samples', 'reference_positional_vectors', 'default_grid',
+           'tuned_setting', 'setting_for_length', 'extension_kwargs', 'repetition_lengths', 'repetition_samples',
+           'repetition_control', 'repetition_accuracy', 'window_input_similarity', 'needle_similarity']
 
 # %% ../nbs/07_extend.ipynb #7750baea
 NEEDS = {"direct": (), "attention_scaling": ("layers", "posvec_attention"), "initial_scaling": ("layers", "posvec_attention"),
@@ -180,7 +145,7 @@ class DynamicNTK(Extension):
         self._start()
     def _apply(self):
         self._switch = apply_interpolation(self.model, "dynamic", self.factor, self.Lc)
-        rot = self._switch._owner.rotary_emb
+        rot = self._switch.rotary
         def reset(mod, args):
             mod.register_buffer("inv_freq", mod.original_inv_freq.clone(), persistent=False)
             mod.max_seq_len_cached = mod.original_max_seq_len

@@ -13,20 +13,19 @@ import torch
 from transformers import LlamaForCausalLM, Trainer, TrainerCallback
 from transformers.trainer_callback import PrinterCallback
 from .config import (Profile, get_profile, cache_dir, write_json, atomic_write, seed_everything, resolve_device, project_root,
-                               remove_cache_entry, oom_hint, note_input, entry_ok, seal, disk_errors, parse_sets)
+                               remove_cache_entry, oom_hint, note_input, entry_ok, seal, disk_errors, parse_sets, in_notebook)
 from .data import TokenizedDocs, profile_data, long_documents
-from .train import load_zoo_model, zoo_path, training_args, last_checkpoint, note_zoo_entry, world_size, rank, _in_notebook
+from .train import load_zoo_model, zoo_path, training_args, last_checkpoint, note_zoo_entry, world_size, rank
 from .rope import apply_interpolation, METHODS as INTERPOLATIONS
 from .pose import PoSECollator, check_windows, check_choice, check_chunks, CONTENTS, ANCHORS, OFFSETS, CHUNKS_SAMPLER
 from .evaluate import truncate_ppl
 
 # %% auto #0
-__all__ = ['FT_METHODS', 'FT_RECIPE', 'PASSKEY_VARIANTS', 'PAPER_BENCHMARKS', 'FinetuneSpec', 'ExtensionDocs', 'extended_model',
-           'warmup_steps', 'finetune_args', 'finetune_key', 'finetune_path', 'finetune', 'load_finetuned',
-           'finetune_manifest', 'passkey_prompt', 'passkey_min_length', 'first_integer', 'passkey_accuracy',
-           'candidate_logprobs', 'passkey_rank', 'step_cost', 'efficiency_comparison', 'streaming_nll', 'streaming_ppl',
-           'prefix_ppl', 'standard_benchmarks', 'deepspeed_zero3_config', 'accelerate_zero3_config',
-           'write_launch_configs', 'main']
+__all__ = ['FT_METHODS', 'FT_RECIPE', 'PASSKEY_VARIANTS', 'FinetuneSpec', 'ExtensionDocs', 'extended_model', 'warmup_steps',
+           'finetune_args', 'finetune_key', 'finetune_path', 'finetune', 'load_finetuned', 'finetune_manifest',
+           'passkey_prompt', 'passkey_min_length', 'first_integer', 'passkey_accuracy', 'candidate_logprobs',
+           'passkey_rank', 'step_cost', 'efficiency_comparison', 'streaming_nll', 'streaming_ppl', 'prefix_ppl',
+           'deepspeed_zero3_config', 'accelerate_zero3_config', 'write_launch_configs', 'main']
 
 # %% ../nbs/12_finetune.ipynb #69ecf706
 FT_METHODS = ("pose", "full-length", "randpos", "chunks")
@@ -459,29 +458,6 @@ def prefix_ppl(model, docs: list, lengths, bos_id: int, batch_size: int = 4) -> 
     "PPL of the first k tokens (BOS prepended) of each document, read at once, for each k in `lengths`."
     return {k: truncate_ppl(model, [d[:k - 1] for d in docs], k, bos_id, batch_size)["ppl"] for k in lengths}
 
-# %% ../nbs/12_finetune.ipynb #f4f6aa6c
-PAPER_BENCHMARKS = {"boolq": (0, "acc"), "piqa": (0, "acc"), "winogrande": (0, "acc"), "truthfulqa_mc2": (0, "acc"),
-                    "arc_challenge": (25, "acc_norm"), "hellaswag": (10, "acc_norm")}   # task: (shots, metric)
-
-def standard_benchmarks(model, tokenizer, tasks: dict | None = None, batch_size: int = 8, limit: int | None = None) -> pd.DataFrame:
-    "lm-evaluation-harness scores of `model` on paper B's Table 3 tasks: one row per task (shots, metric, value)."
-    try:
-        import lm_eval
-        from lm_eval.models.huggingface import HFLM
-    except ImportError as e:
-        raise ImportError("standard benchmarks need lm-evaluation-harness, which is not installed: "
-                          "pip install 'posvec[eval]' (lm_eval==0.4.13); the tasks' data come from the hub") from e
-    tasks = PAPER_BENCHMARKS if tasks is None else tasks
-    bad = [t for t in tasks if not isinstance(tasks[t], tuple) or len(tasks[t]) != 2]
-    if bad: raise ValueError(f"tasks must map task name -> (shots, metric); bad entries: {bad}")
-    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
-    rows = []
-    for task, (shots, metric) in tasks.items():
-        res = lm_eval.simple_evaluate(model=lm, tasks=[task], num_fewshot=shots, limit=limit)["results"][task]
-        rows.append(dict(task=task, shots=shots, metric=metric, value=float(res[f"{metric},none"]),
-                         stderr=float(res.get(f"{metric}_stderr,none", float("nan")))))
-    return pd.DataFrame(rows)
-
 # %% ../nbs/12_finetune.ipynb #98c17935
 def deepspeed_zero3_config() -> dict:
     "DeepSpeed ZeRO-3 config for the paper's run; 'auto' values are filled by the Trainer (fp16, AdamW, linear warmup/decay)."
@@ -531,4 +507,4 @@ def main(argv: list[str] | None = None) -> int:
     if rank() == 0: print(json.dumps(dict(path=str(path), world_size=world_size())), flush=True)
     return 0
 
-if __name__ == "__main__" and not _in_notebook(): sys.exit(main())
+if __name__ == "__main__" and not in_notebook(): sys.exit(main())

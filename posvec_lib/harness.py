@@ -10,7 +10,8 @@ import numpy as np, pandas as pd
 from .config import cache_dir, atomic_write
 
 # %% auto #0
-__all__ = ['nextline_items', 'local_task', 'lm_eval_task', 'paired_accuracy_ratio']
+__all__ = ['PAPER_BENCHMARKS', 'nextline_items', 'local_task', 'run_lm_eval', 'lm_eval_task', 'paired_accuracy_ratio',
+           'standard_benchmarks']
 
 # %% ../nbs/10c_harness.ipynb #ff49012d
 def _lines(text: str) -> list[str]:
@@ -66,25 +67,36 @@ def local_task(name: str, items: list[dict], root: Path | None = None) -> Path:
     return folder
 
 # %% ../nbs/10c_harness.ipynb #656ff2e6
-def lm_eval_task(model, tokenizer, name: str, folder: Path, batch_size: int = 16, limit: int | None = None,
-                 max_length: int | None = None) -> dict:
-    """Run lm-eval task `name` from `folder` on a model through `HFLM` and `simple_evaluate`, as for any lm-eval task.
-    `max_length`: the longest input lm-eval feeds (it cuts contexts from the left beyond it); default: the model config's
-    max_position_embeddings. Returns acc, acc_norm and their stderr, and per item whether the model chose right (`correct`, `correct_norm`)."""
+def run_lm_eval(model, tokenizer, task: str, num_fewshot: int = 0, include_path: Path | None = None, batch_size: int = 16,
+                limit: int | None = None, max_length: int | None = None, **kw) -> dict:
+    """The library's one call of lm-eval's `simple_evaluate`: `task` (a hub task, or one defined under `include_path`) on a
+    loaded model through `HFLM`; `kw` go to `simple_evaluate` (seeds, `log_samples`, …). Returns `results` for the task and its
+    `samples` sorted by document (empty unless logged); leaves the model in the mode it had."""
     try:
         import lm_eval
         from lm_eval.models.huggingface import HFLM
-        from lm_eval.tasks import TaskManager
     except ImportError as e:
-        raise ImportError("lm-evaluation-harness is not installed: pip install 'posvec[eval]' (lm_eval==0.4.13)") from e
+        raise ImportError("lm-evaluation-harness is not installed: pip install 'posvec[eval]' (lm_eval==0.4.13); "
+                          "hub tasks also need the hub for their data") from e
+    extra = {}
+    if include_path is not None:
+        from lm_eval.tasks import TaskManager
+        extra["task_manager"] = TaskManager(include_path=str(include_path))
     was_training = model.training
-    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size,
-              max_length=max_length or model.config.max_position_embeddings)
-    out = lm_eval.simple_evaluate(model=lm, tasks=[name], task_manager=TaskManager(include_path=str(folder)), num_fewshot=0,
-                                  limit=limit, log_samples=True, bootstrap_iters=0, random_seed=0, numpy_random_seed=0,
-                                  torch_random_seed=0, fewshot_random_seed=0)
-    model.train(was_training)
-    res, samples = out["results"][name], sorted(out["samples"][name], key=lambda s: s["doc_id"])
+    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, **({"max_length": max_length} if max_length else {}))
+    try: out = lm_eval.simple_evaluate(model=lm, tasks=[task], num_fewshot=num_fewshot, limit=limit, **extra, **kw)
+    finally: model.train(was_training)
+    return dict(results=out["results"][task], samples=sorted(out.get("samples", {}).get(task, []), key=lambda s: s["doc_id"]))
+
+# %% ../nbs/10c_harness.ipynb #a35cc629
+def lm_eval_task(model, tokenizer, name: str, folder: Path, batch_size: int = 16, limit: int | None = None,
+                 max_length: int | None = None) -> dict:
+    """Run lm-eval task `name` from `folder` on a model (`run_lm_eval`, zero-shot, seeded), as for any lm-eval task.
+    `max_length`: the longest input lm-eval feeds (it cuts contexts from the left beyond it); default: the model config's
+    max_position_embeddings. Returns acc, acc_norm and their stderr, and per item whether the model chose right (`correct`, `correct_norm`)."""
+    out = run_lm_eval(model, tokenizer, name, 0, folder, batch_size, limit, max_length or model.config.max_position_embeddings,
+                      log_samples=True, bootstrap_iters=0, random_seed=0, numpy_random_seed=0, torch_random_seed=0, fewshot_random_seed=0)
+    res, samples = out["results"], out["samples"]
     return dict(acc=float(res["acc,none"]), acc_norm=float(res["acc_norm,none"]), items=len(samples),
                 acc_stderr=float(np.std([s["acc"] for s in samples], ddof=1) / np.sqrt(len(samples))) if len(samples) > 1 else float("nan"),
                 correct=[float(s["acc"]) for s in samples], correct_norm=[float(s["acc_norm"]) for s in samples],
@@ -101,3 +113,19 @@ def paired_accuracy_ratio(a: list, b: list, reps: int = 1000, seed: int = 0, lev
     r = a[idx].mean(1) / np.maximum(b[idx].mean(1), 1e-12)
     lo, hi = (float(x) for x in np.quantile(r, [(1 - level) / 2, (1 + level) / 2]))
     return dict(ratio=ratio, lo=lo, hi=hi, noise=max(hi - ratio, ratio - lo), items=len(a))
+
+# %% ../nbs/10c_harness.ipynb #1824e55a
+PAPER_BENCHMARKS = {"boolq": (0, "acc"), "piqa": (0, "acc"), "winogrande": (0, "acc"), "truthfulqa_mc2": (0, "acc"),
+                    "arc_challenge": (25, "acc_norm"), "hellaswag": (10, "acc_norm")}   # task: (shots, metric)
+
+def standard_benchmarks(model, tokenizer, tasks: dict | None = None, batch_size: int = 8, limit: int | None = None) -> pd.DataFrame:
+    "lm-evaluation-harness scores of `model` on paper B's Table 3 tasks: one row per task (shots, metric, value)."
+    tasks = PAPER_BENCHMARKS if tasks is None else tasks
+    bad = [t for t in tasks if not isinstance(tasks[t], tuple) or len(tasks[t]) != 2]
+    if bad: raise ValueError(f"tasks must map task name -> (shots, metric); bad entries: {bad}")
+    rows = []
+    for task, (shots, metric) in tasks.items():
+        res = run_lm_eval(model, tokenizer, task, shots, batch_size=batch_size, limit=limit)["results"]
+        rows.append(dict(task=task, shots=shots, metric=metric, value=float(res[f"{metric},none"]),
+                         stderr=float(res.get(f"{metric}_stderr,none", float("nan")))))
+    return pd.DataFrame(rows)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse, ast, contextlib, errno, fcntl, hashlib, importlib.util, json, logging, os, re, shutil, subprocess, sys, time, traceback
 from dataclasses import dataclass, asdict
 from pathlib import Path
-from .config import (PROFILES, Profile, get_profile, project_root, figures_dir, write_json, atomic_write, _knob_names,
+from .config import (PROFILES, Profile, get_profile, project_root, figures_dir, write_json, atomic_write, _knob_names, in_notebook,
                                ZOO_VARIANTS, KNOBS, VERDICTS, parse_knob, parse_sets, is_offline, restore_interrupted, staging_dir, swap_in, writable, require_clone, DiskError,
                                disk_errors)
 
@@ -667,7 +667,7 @@ def profile_plan(P: Profile, recorded: str = "cpu", code_path: bool = False) -> 
     pm = PRETRAINED.get(P.pretrained_model)
     if pm and pm.hub and not pm.offline: want(pm.hub, "model", "pretrained_model")
     if P.device == "cuda":                          # B Table 3 through lm-evaluation-harness, which fetches each task's data set
-        from posvec_lib.finetune import PAPER_BENCHMARKS
+        from posvec_lib.harness import PAPER_BENCHMARKS
         for t, (shots, metric) in PAPER_BENCHMARKS.items():
             fetch[f"lm-eval:{t}"] = dict(name=t, kind="lm-eval", used_for=[f"B Table 3 ({shots}-shot {metric})"], well_formed=True,
                                          cached=False, parameters_b=None)
@@ -872,9 +872,4 @@ def main(argv: list[str] | None = None) -> int:
         print(f"posvec: error: {e}", file=sys.stderr); return 2
     return 0
 
-def _in_ipython() -> bool:
-    try: from IPython import get_ipython
-    except ImportError: return False
-    return get_ipython() is not None
-
-if __name__ == "__main__" and not _in_ipython(): sys.exit(main())      # python -m posvec_lib.reproduce …
+if __name__ == "__main__" and not in_notebook(): sys.exit(main())      # python -m posvec_lib.reproduce …

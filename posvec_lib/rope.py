@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy, math
 import torch
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+from .trace import Extension
 
 # %% auto #0
 __all__ = ['METHODS', 'interpolation_parameters', 'interpolated_max_positions', 'ntk_scaled_base', 'yarn_mscale', 'yarn_gamma',
@@ -112,10 +113,11 @@ def _rotary_owner(model):
         if m is not None and isinstance(getattr(m, "rotary_emb", None), torch.nn.Module): return m
     raise TypeError(f"{type(model).__name__} has no rotary embedding at .model.rotary_emb or .rotary_emb")
 
-class RopeSwitch:
+class RopeSwitch(Extension):
     "A model's RoPE switched to an interpolation method; `restore()` (or leaving a `with` block) undoes it exactly."
     def __init__(self, model, method: str, factor: float, original_max_position_embeddings: int | None = None):
-        self.model, self.method, self.factor = model, method, factor
+        super().__init__(model, f"rope({method}, {factor:g})")
+        self.method, self.factor = method, factor
         self._owner = _rotary_owner(model)
         self._rotary = self._owner.rotary_emb
         cfg = self._rotary.config
@@ -131,27 +133,24 @@ class RopeSwitch:
                 raise ValueError(f"position interpolation starts from plain RoPE (rope_type 'default'); this model's "
                                  f"rope_type is {cur.get('rope_type')!r}")
             n_pos = interpolated_max_positions(method, factor, Lc)
-        self.active = True
-        try:
-            for c in self._configs: c.rope_parameters, c.max_position_embeddings = copy.deepcopy(params), n_pos
-            new = type(self._rotary)(config=cfg)
-            ref = self._rotary.inv_freq
-            self._owner.rotary_emb = new.to(device=ref.device, dtype=ref.dtype)
-        except BaseException:
-            self.restore(); raise
         self.rope_parameters, self.max_position_embeddings = params, n_pos
+        self._start()
 
-    def restore(self):
-        "Put back the original rotary module and config values (idempotent)."
-        if not self.active: return self.model
+    def _apply(self):
+        for c in self._configs: c.rope_parameters, c.max_position_embeddings = copy.deepcopy(self.rope_parameters), self.max_position_embeddings
+        new = type(self._rotary)(config=self._rotary.config)
+        ref = self._rotary.inv_freq
+        self._owner.rotary_emb = new.to(device=ref.device, dtype=ref.dtype)
+
+    def _undo(self):
+        "Put back the very same rotary module and config values."
         self._owner.rotary_emb = self._rotary
         for c, p, n in self._saved: c.rope_parameters, c.max_position_embeddings = p, n
-        self.active = False
-        return self.model
 
-    def __enter__(self): return self.model
-    def __exit__(self, *exc): self.restore(); return False
-    def __repr__(self): return f"RopeSwitch({self.method!r}, factor={self.factor}, active={self.active})"
+    @property
+    def rotary(self) -> torch.nn.Module:
+        "The rotary embedding the model runs with now (the switched one while active)."
+        return self._owner.rotary_emb
 
 def apply_interpolation(model, method: str, factor: float, original_max_position_embeddings: int | None = None) -> RopeSwitch:
     "Switch `model`'s RoPE to `method` with `factor` (Lc defaults to config.max_position_embeddings); use as a context manager or call `.restore()`."

@@ -4,13 +4,15 @@
 
 # %% ../nbs/04_trace.ipynb #cb36fd7e
 from __future__ import annotations
+import weakref
 from contextlib import contextmanager
 from typing import Callable
 import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['HOOK_POINTS', 'as_token_batch', 'decoder_layers', 'hook_point', 'hooks', 'run_with_cache', 'run_with_hooks']
+__all__ = ['HOOK_POINTS', 'as_token_batch', 'decoder_layers', 'hook_point', 'hooks', 'run_with_cache', 'run_with_hooks',
+           'active_extensions', 'Extension']
 
 # %% ../nbs/04_trace.ipynb #3327053d
 def _describe(x) -> str:
@@ -128,3 +130,40 @@ def run_with_hooks(model, ids: torch.Tensor, edits: dict[str, Callable], **kw):
     ids = as_token_batch(ids, "ids")
     with torch.no_grad(), hooks(model, edits):
         return model(ids, attention_mask=torch.ones_like(ids), **kw)
+
+# %% ../nbs/04_trace.ipynb #6fe3bbdc
+_ACTIVE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # model -> tags of active extensions
+
+def active_extensions(model) -> tuple:
+    "Tags of the extensions active on `model`, innermost last."
+    return tuple(_ACTIVE.get(model, ()))
+
+class Extension:
+    "A reversible change of a loaded model: applied when created; `restore()` or leaving a `with` block undoes it exactly."
+    def __init__(self, model, tag: str):
+        self.model, self.tag, self.active = model, tag, False
+    def _apply(self): pass
+    def _undo(self): pass
+    def _start(self):
+        try: self._apply()
+        except BaseException:
+            self._undo(); raise
+        self.active = True
+        _ACTIVE.setdefault(self.model, []).append(self.tag)
+        return self
+    def restore(self):
+        "Undo the change (idempotent); returns the model."
+        if not self.active: return self.model
+        stack = _ACTIVE.get(self.model, [])
+        if stack and stack[-1] != self.tag:
+            raise RuntimeError(f"restore extensions in reverse order: {self.tag!r} is not the innermost of {stack}")
+        if stack: stack.pop()                       # off the stack first: the parts it was built from are then innermost
+        try: self._undo()
+        except BaseException:
+            stack.append(self.tag); raise
+        self.active = False
+        if not stack: _ACTIVE.pop(self.model, None)
+        return self.model
+    def __enter__(self): return self.model
+    def __exit__(self, *exc): self.restore(); return False
+    def __repr__(self): return f"{type(self).__name__}({self.tag!r}, active={self.active})"

@@ -12,7 +12,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import LlamaForCausalLM, Trainer, TrainingArguments, TrainerCallback
 from .config import (Profile, get_profile, cache_dir, write_json, seed_everything, resolve_device, torch_dtype,
-                               remove_cache_entry, oom_hint, note_input, ZOO_VARIANTS, entry_ok, seal, disk_errors, parse_sets)
+                               remove_cache_entry, oom_hint, note_input, ZOO_VARIANTS, entry_ok, seal, disk_errors, parse_sets, in_notebook)
 from .data import profile_data, RandomWindows, fixed_length_samples
 from .variants import Variant, zoo_variants, model_config, set_attention
 
@@ -242,13 +242,6 @@ def zoo_manifest(profile: Profile, name: str) -> dict:
     return json.loads((zoo_path(profile, name) / "manifest.json").read_text())
 
 # %% ../nbs/03_train.ipynb #20a93f14
-def _in_notebook() -> bool:
-    "Whether this code runs in a Jupyter kernel (where `__name__` is also `__main__`)."
-    try:
-        from IPython import get_ipython
-        return get_ipython() is not None
-    except ImportError: return False
-
 def main(argv: list[str] | None = None) -> int:
     "Command line of zoo training (`python -m posvec_lib.train`, or under torchrun / accelerate launch)."
     ap = argparse.ArgumentParser(prog="python -m posvec_lib.train", description="Train zoo models by the profile's recipe "
@@ -263,4 +256,4 @@ def main(argv: list[str] | None = None) -> int:
         if rank() == 0: print(json.dumps(dict(variant=v, path=str(path), world_size=world_size())), flush=True)
     return 0
 
-if __name__ == "__main__" and not _in_notebook(): sys.exit(main())
+if __name__ == "__main__" and not in_notebook(): sys.exit(main())
