@@ -12,7 +12,8 @@ from .train import token_nll
 from .trace import as_token_batch
 
 # %% auto #0
-__all__ = ['ppl_by_position', 'matched_ppl', 'sliding_windows', 'sliding_window_ppl', 'truncate_ppl', 'ppl_ratio_docs']
+__all__ = ['ppl_by_position', 'matched_ppl', 'sliding_windows', 'sliding_window_ppl', 'truncate_ppl', 'ppl_ratio_docs',
+           'doc_ppl_result']
 
 # %% ../nbs/10_evaluate.ipynb #f9586424
 def ppl_by_position(model, samples: torch.Tensor, bucket: int, batch_size: int = 8, progress: bool = False) -> dict:
@@ -125,3 +126,10 @@ def ppl_ratio_docs(a: dict, b: dict, reps: int = 1000, seed: int = 0, level: flo
     r = np.exp(na[idx].sum(1) / ta[idx].sum(1) - nb_[idx].sum(1) / tb[idx].sum(1))
     lo, hi = (float(x) for x in np.quantile(r, [(1 - level) / 2, (1 + level) / 2]))
     return dict(ratio=ratio, lo=lo, hi=hi, noise=max(hi - ratio, ratio - lo), documents=len(na))
+
+# %% ../nbs/10_evaluate.ipynb #942a590d
+def doc_ppl_result(ppl_by_doc: list, k: int) -> dict:
+    "A `ppl_ratio_docs` input from each document's PPL of its first k tokens (k − 1 scored tokens each): PPL over all, per-document NLL sums."
+    if k < 2 or not len(ppl_by_doc): raise ValueError(f"need k ≥ 2 and at least one document; got k={k}, {len(ppl_by_doc)} documents")
+    nll = [math.log(p) * (k - 1) for p in ppl_by_doc]
+    return dict(ppl=math.exp(sum(nll) / (len(nll) * (k - 1))), doc_nll=nll, doc_tokens=[k - 1] * len(nll))

@@ -50,7 +50,7 @@ def check_extensible(model, method: str):
         raise ValueError(f"extension {method!r} cannot be applied to {name} with attention "
                          f"{getattr(cfg, '_attn_implementation', None)!r}: it works through the posvec attention function, "
                          f"which reads the logit and window knobs; allowed attention: {list(ATTENTION_KINDS)} (switch with "
-                         f"posvec_lib.variants.set_attention(model, 'posvec_sdpa'), or load with load_pretrained_variant)")
+                         f"posvec_lib.variants.set_attention(model, 'posvec_sdpa'), or load with posvec_lib.pretrained.load_checkpoint)")
     if "rope" in needs:
         rot = [getattr(m, "rotary_emb", None) for m in (getattr(model, "model", None), model)]
         if not any(isinstance(r, torch.nn.Module) for r in rot) or not isinstance(getattr(cfg, "rope_parameters", None), dict):

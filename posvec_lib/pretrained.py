@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import torch
 from .config import cache_dir, seal, entry_ok, note_input, is_offline, sample_seed
-from .variants import ATTENTION_KINDS, LLAMA_FAMILY
+from .variants import ATTENTION_KINDS, LLAMA_FAMILY, Variant, apply_variant
 from .data import TokenizedDocs, load_corpus, tokenize_split
 
 # %% auto #0
 __all__ = ['PRETRAINED', 'PretrainedModel', 'registry_table', 'package_file', 'model_source', 'tiny_local_model',
-           'load_pretrained', 'uses_bos', 'model_docs', 'text_docs', 'pretrained_inputs']
+           'load_checkpoint', 'load_pretrained', 'uses_bos', 'model_docs', 'text_docs', 'pretrained_inputs']
 
 # %% ../nbs/02b_pretrained.ipynb #e9a444b2
 @dataclass(frozen=True)
@@ -132,15 +132,34 @@ def _dtype(dtype) -> torch.dtype:
     if dtype not in allowed: raise ValueError(f"unknown dtype {dtype!r}; allowed: {allowed}")
     return getattr(torch, dtype)
 
-def load_pretrained(name_or_path, dtype="float32", attn: str = "posvec_sdpa", device=None):
-    "(model, tokenizer) for a registry name, hub name, folder or .gguf file, through transformers' loaders (GGUF dequantized to `dtype`)."
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    if attn not in ATTENTION_KINDS: raise ValueError(f"unknown attention implementation {attn!r}; allowed: {ATTENTION_KINDS}")
-    dt, src = _dtype(dtype), model_source(name_or_path)
+def _located(name_or_path) -> tuple[dict, str, dict]:
+    "(source, folder, loader kwargs) of a model name: `model_source`, with the GGUF file named to transformers' loaders."
+    src = model_source(name_or_path)                           # refuses missing paths and offline hub names, naming the value
     if src["kind"] == "tiny-local": src = model_source(tiny_local_model()) | dict(entry=src["entry"])
     where, kw = (str(src["path"].parent), dict(gguf_file=src["path"].name)) if src["kind"] == "gguf" else (str(src["path"]), {})
+    return src, where, kw
+
+def load_checkpoint(name_or_path, variant: Variant | None = None, attn: str = "posvec_sdpa", dtype="float32", device=None):
+    """The model alone (eval mode) of a registry name, hub name, folder or .gguf file (GGUF dequantized to `dtype`); with
+    `variant`, the checkpoint is turned into that zoo variant by configuration (NoPE, window, ALiBi …)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+    if attn not in ATTENTION_KINDS: raise ValueError(f"unknown attention implementation {attn!r}; allowed: {ATTENTION_KINDS}")
+    dt = _dtype(dtype)
+    _, where, kw = _located(name_or_path)
+    cfg = AutoConfig.from_pretrained(where, **kw)
+    if variant is not None: apply_variant(cfg, variant, attn)
+    elif getattr(cfg, "posvec_variant", None) is None: cfg._attn_implementation = attn
+    model = AutoModelForCausalLM.from_pretrained(where, config=cfg, dtype=dt, attn_implementation=attn, **kw).eval()
+    return model.to(device) if device is not None else model
+
+def load_pretrained(name_or_path, dtype="float32", attn: str = "posvec_sdpa", device=None, variant: Variant | None = None):
+    """(model, tokenizer) for a registry name, hub name, folder or .gguf file: `load_checkpoint` and the model's own
+    tokenizer, with where they came from recorded (`model.posvec_source`, `note_input`)."""
+    from transformers import AutoTokenizer
+    model = load_checkpoint(name_or_path, variant, attn, dtype)
+    src, where, kw = _located(name_or_path)
+    dt = _dtype(dtype)
     tok = AutoTokenizer.from_pretrained(where, **kw)
-    model = AutoModelForCausalLM.from_pretrained(where, dtype=dt, attn_implementation=attn, **kw).eval()
     if tok.pad_token_id is None: tok.pad_token = tok.eos_token
     ident = f"{src['kind']}:{src['path']}:{os.path.getsize(src['path']) if src['kind'] == 'gguf' else ''}"
     tok.posvec_hash = hashlib.sha256(ident.encode()).hexdigest()[:12]

@@ -4,14 +4,15 @@
 
 # %% ../nbs/11a_report.ipynb #980156fd
 from __future__ import annotations
-import json, os, time
+import json, math, os, time
 from pathlib import Path
 from .config import Profile, get_profile, figures_dir, project_root, write_json, atomic_write, ZOO_VARIANTS, VERDICTS, disk_errors
 from .reproduce import (ARTIFACTS, PAPER_ITEMS, RESULT_KEYS, list_artifacts, read_record, git_commit, _jsonable, status,
                                   inputs_hash)
 
 # %% auto #0
-__all__ = ['REPORT_KNOBS', 'VERDICT_ORDER', 'claim_counts', 'report_data', 'write_report', 'write_html_report']
+__all__ = ['REPORT_KNOBS', 'VERDICT_ORDER', 'claim_counts', 'report_data', 'fmt_num', 'fmt_pct', 'write_report',
+           'write_html_report']
 
 # %% ../nbs/11a_report.ipynb #0b168a30
 REPORT_KNOBS = ("device", "dtype", "seed", "threads", "C", "window", "small_window", "d_model", "n_layers", "n_heads", "d_ff",
@@ -72,6 +73,19 @@ def report_data(P: Profile) -> dict:
                 corpora=corpora, commit=git_commit(), run_commits=commits, walls=walls,
                 total_wall=round(sum(w for w in walls.values() if w), 1),
                 not_done=[(r["status"]["artifact"], r["status"]["status"]) for r in rows if r["status"]["status"] != "done"])
+
+# %% ../nbs/11a_report.ipynb #764470aa
+def fmt_num(x, fmt: str = ".2f", missing: str = "n/a") -> str:
+    "`x` as text for a finding: `format(x, fmt)`, ∞ / −∞ when infinite, `missing` when NaN or None."
+    if x is None: return missing
+    x = float(x)
+    if x != x: return missing
+    if math.isinf(x): return "∞" if x > 0 else "−∞"
+    return format(x, fmt)
+
+def fmt_pct(x, missing: str = "n/a") -> str:
+    "A share 0…1 as a whole percentage ('n/a' when NaN)."
+    return fmt_num(None if x is None else 100 * float(x), ".0f", missing) + ("" if x is None or float(x) != float(x) else "%")
 
 # %% ../nbs/11a_report.ipynb #ddbab0d6
 def _split3(d) -> str:

@@ -11,12 +11,14 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullForma
 from .config import Profile
 from .data import long_documents, second_corpus_docs
 from .evaluate import sliding_window_ppl, ppl_ratio_docs
-from .finetune import FinetuneSpec
+from .train import load_zoo_model
+from .finetune import FinetuneSpec, extended_model, load_finetuned
 
 # %% auto #0
-__all__ = ['INTERP', 'INTERP_NAME', 'PAPER_INTERP_NAME', 'logged_every', 'b_spec', 'table1_runs', 'chunk_runs',
-           'interpolation_runs', 'eval_set', 'eval_corpora', 'doubling_lengths', 'ppl_sweep', 'sweep_ratio', 'wide_ppl',
-           'growth_ratio', 'ratio_values', 'ppl_spread', 'PPLSetup', 'ppl_setup', 'plain_log_axes']
+__all__ = ['INTERP', 'INTERP_NAME', 'PAPER_INTERP_NAME', 'ORIGINAL', 'logged_every', 'b_spec', 'table1_runs', 'chunk_runs',
+           'interpolation_runs', 'pi_only', 'load_run', 'passkey_runs', 'lens_runs', 'eval_set', 'eval_corpora',
+           'doubling_lengths', 'ppl_sweep', 'sweep_ratio', 'wide_ppl', 'growth_ratio', 'ratio_values', 'ppl_spread',
+           'PPLSetup', 'ppl_setup', 'plain_log_axes']
 
 # %% ../nbs/10b_sweeps.ipynb #360a2922
 def logged_every(P: Profile) -> int:
@@ -57,6 +59,31 @@ def interpolation_runs(P: Profile) -> dict[str, FinetuneSpec]:
     "B Table 6's fine-tunes by label: Full-length and PoSE at the first target with each interpolation (PI-only is not trained)."
     return {f"{kind} {INTERP_NAME[how]}": b_spec(P, method, how) for how in INTERP
             for method, kind in (("full-length", "Full-length"), ("pose", "PoSE"))}
+
+# %% ../nbs/10b_sweeps.ipynb #988112dd
+ORIGINAL = ("original",)                                              # the zoo's RoPE base as it is (direct extrapolation)
+
+def pi_only(s: int) -> tuple:
+    "The run 'PI-only': the zoo's RoPE base with linear interpolation for s·C, not trained."
+    return ("pi-only", int(s))
+
+def load_run(P: Profile, run):
+    "The model of one run: `ORIGINAL`, `pi_only(s)`, or a `FinetuneSpec` (its fine-tune, trained here if not cached)."
+    if run == ORIGINAL: return load_zoo_model(P, "rope")
+    if isinstance(run, tuple) and len(run) == 2 and run[0] == "pi-only": return extended_model(P, "rope", "linear", run[1])
+    if isinstance(run, FinetuneSpec): return load_finetuned(P, run)
+    raise ValueError(f"unknown run {run!r}; allowed: ORIGINAL, pi_only(s) or a FinetuneSpec")
+
+# %% ../nbs/10b_sweeps.ipynb #df4f7650
+def passkey_runs(P: Profile) -> dict:
+    "B Fig. 2's models by label (B_passkey): the Original, PI-only at the first target, and B Table 1's fine-tunes."
+    return {"Original": ORIGINAL, f"PI-only-{P.pose_targets[0]}C": pi_only(P.pose_targets[0]), **table1_runs(P)}
+
+def lens_runs(P: Profile) -> dict:
+    "AB_lens's models by label: the base read directly, PI-only, and B Table 1's Full-length and PoSE at the first target."
+    s, t1 = P.pose_targets[0], table1_runs(P)
+    return {"base (direct)": ORIGINAL, f"PI-only-{s}C": pi_only(s),
+            f"Full-length-{s}C": t1[f"Full-length-{s}C"], f"PoSE-{s}C": t1[f"PoSE-{s}C"]}
 
 # %% ../nbs/10b_sweeps.ipynb #e8c2e473
 def eval_set(docs, length: int, n: int) -> list:

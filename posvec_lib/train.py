@@ -19,7 +19,7 @@ from .variants import Variant, zoo_variants, model_config, set_attention
 # %% auto #0
 __all__ = ['token_nll', 'build_model', 'training_args', 'last_checkpoint', 'world_size', 'rank', 'zoo_recipe', 'zoo_key',
            'zoo_seed', 'zoo_variant', 'zoo_path', 'train_zoo_model', 'pretrained_source', 'note_zoo_entry', 'buildable',
-           'load_zoo_model', 'zoo_manifest', 'main']
+           'load_zoo_model', 'zoo_manifest', 'load_model', 'main']
 
 # %% ../nbs/03_train.ipynb #b39427ad
 @torch.no_grad()
@@ -130,11 +130,11 @@ def _start_model(profile: Profile, name: str, recipe: dict, vocab_size: int, see
     "Random weights (from scratch), or the base's weights under this variant's configuration (continual)."
     v = zoo_variant(profile, name)
     if recipe["kind"] == "scratch": return build_model(profile, v, vocab_size, seed), None
-    from posvec_lib.variants import load_pretrained_variant
+    from posvec_lib.pretrained import load_checkpoint
     src = pretrained_source(profile, "rope")
     base = src if src is not None else str(train_zoo_model(profile, "rope"))
     seed_everything(seed)
-    return load_pretrained_variant(base, v, dtype=torch.float32), base
+    return load_checkpoint(base, v, dtype=torch.float32), base
 
 def _training_windows(profile: Profile, data, steps: int, seed: int):
     "The training windows: random C-token windows, with a `recall_share` of key-value recall windows when set."
@@ -221,10 +221,9 @@ def load_zoo_model(profile: Profile, name: str, attn: str = "posvec_sdpa", train
     "A zoo model in eval mode: loaded from its checkpoint (paper) or trained here first if missing and `train`."
     src = pretrained_source(profile, name)
     if src is not None:   # e.g. TinyLlama as TL-RoPE; a NoPE TinyLlama turned into TL-Window by configuration
-        from posvec_lib.variants import load_pretrained_variant
+        from posvec_lib.pretrained import load_checkpoint
         note_input("zoo", name, label=ZOO_VARIANTS.get(name, name), source=src)
-        return load_pretrained_variant(src, zoo_variants(profile)[name], attn, dtype=torch_dtype(profile),
-                                       device=resolve_device(profile)).eval()
+        return load_checkpoint(src, zoo_variants(profile)[name], attn, torch_dtype(profile), resolve_device(profile))
     if not buildable(profile, name):
         raise ValueError(f"zoo model {name!r} of profile {profile.name!r} has no checkpoint in profile.pretrained "
                          f"({list(profile.pretrained)}) and its recipe trains nothing ({zoo_recipe(profile, name)}, and no RoPE "
@@ -240,6 +239,13 @@ def load_zoo_model(profile: Profile, name: str, attn: str = "posvec_sdpa", train
 def zoo_manifest(profile: Profile, name: str) -> dict:
     "The manifest of a finished zoo entry."
     return json.loads((zoo_path(profile, name) / "manifest.json").read_text())
+
+# %% ../nbs/03_train.ipynb #208206e7
+def load_model(profile: Profile, name: str, attn: str = "posvec_sdpa"):
+    "A zoo entry by its name (`load_zoo_model`); any other name is a pretrained model, loaded as it is (`pretrained.load_checkpoint`)."
+    if name in ZOO_VARIANTS: return load_zoo_model(profile, name, attn)
+    from posvec_lib.pretrained import load_checkpoint
+    return load_checkpoint(name, None, attn, torch_dtype(profile), resolve_device(profile))
 
 # %% ../nbs/03_train.ipynb #20a93f14
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,7 @@ from transformers.models.llama.modeling_llama import eager_attention_forward
 # %% auto #0
 __all__ = ['LLAMA_FAMILY', 'POSITIONS', 'ATTENTION_KINDS', 'VARIANT_COLORS', 'alibi_slopes', 'alibi_bias', 'posvec_mask',
            'posvec_attention', 'register', 'supported_models', 'check_variant_config', 'Variant', 'apply_variant',
-           'set_attention', 'zoo_variants', 'model_config', 'tiny_model', 'load_pretrained_variant']
+           'set_attention', 'zoo_variants', 'model_config', 'tiny_model']
 
 # %% ../nbs/02_variants.ipynb #4136310b
 def _compute_nope_parameters(config, device=None, seq_len=None, layer_type=None, **kwargs):
@@ -165,19 +165,3 @@ def tiny_model(position: str = "rope", window: int | None = None, vocab_size: in
     if seed is not None: torch.manual_seed(seed)
     v = Variant(position if window is None else f"{position}-w{window}", position, window)
     return LlamaForCausalLM(model_config(get_profile(profile), v, vocab_size, attn, max_positions)).eval()
-
-# %% ../nbs/02_variants.ipynb #8301465e
-def load_pretrained_variant(name_or_path: str, variant: Variant | None = None, attn: str = "posvec_sdpa",
-                            dtype=None, device=None):
-    "Load a causal LM (registry name, hub name, folder or .gguf file; see `pretrained.model_source`) and, if given, turn it into `variant` by configuration."
-    from transformers import AutoConfig, AutoModelForCausalLM
-    from posvec_lib.pretrained import model_source, tiny_local_model
-    src = model_source(name_or_path)                     # refuses missing paths and offline hub names, naming the value
-    if src["kind"] == "tiny-local": src = model_source(tiny_local_model())
-    where, kw = (str(src["path"].parent), dict(gguf_file=src["path"].name)) if src["kind"] == "gguf" else (str(src["path"]), {})
-    cfg = AutoConfig.from_pretrained(where, **kw)
-    if variant is not None: apply_variant(cfg, variant, attn)
-    elif getattr(cfg, "posvec_variant", None) is None: cfg._attn_implementation = attn
-    if src["kind"] == "gguf" and dtype in (None, "auto"): dtype = torch.float32     # GGUF is dequantized: say to what
-    model = AutoModelForCausalLM.from_pretrained(where, config=cfg, dtype=dtype or "auto", attn_implementation=attn, **kw)
-    return model.to(device) if device is not None else model

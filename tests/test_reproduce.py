@@ -90,10 +90,10 @@ def test_too_few_long_documents():
 
 def test_hub_names_refused_offline():
     from posvec_lib.data import load_corpus
-    from posvec_lib.variants import load_pretrained_variant
+    from posvec_lib.pretrained import load_checkpoint
     with pytest.raises(ConnectionError, match="offline"): load_corpus("emozilla/pg19-test")
-    with pytest.raises(ConnectionError, match="offline"): load_pretrained_variant("TinyLlama/TinyLlama_v1.1")
-    with pytest.raises(FileNotFoundError, match="does not exist"): load_pretrained_variant("./no/such/model")
+    with pytest.raises(ConnectionError, match="offline"): load_checkpoint("TinyLlama/TinyLlama_v1.1")
+    with pytest.raises(FileNotFoundError, match="does not exist"): load_checkpoint("./no/such/model")
 
 def test_paper_profile_refuses_cpu():
     import torch
