@@ -17,10 +17,10 @@ __all__ = ['ZOO_VARIANTS', 'KNOBS', 'PROFILES', 'OFFLINE_VARIABLES', 'SAMPLE_SEE
            'require_clone', 'cache_dir', 'figures_dir', 'DiskError', 'disk_errors', 'writable', 'atomic_write',
            'write_json', 'remove_cache_entry', 'file_sha256', 'seal', 'seal_check', 'discard_damaged', 'verify_files',
            'entry_ok', 'load_sealed', 'seed_everything', 'resolve_device', 'torch_dtype', 'oom_hint', 'decide',
-           'split_half_noise', 'decide_all', 'binomial_noise', 'mc_noise', 'decide_accuracy', 'implies', 'as_verdict',
-           'decide_rows', 'decide_gap', 'decide_interval', 'exceeds', 'ordered_beyond_noise', 'rank_correlation',
-           'permutation_spearman', 'reason_or_note', 'note_input', 'used_inputs', 'is_timing', 'Record', 'staging_dir',
-           'swap_in', 'restore_interrupted']
+           'split_half_noise', 'decide_all', 'binomial_noise', 'mc_noise', 'mean_se', 'pooled_accuracy',
+           'decide_accuracy', 'implies', 'as_verdict', 'decide_rows', 'decide_gap', 'decide_interval', 'exceeds',
+           'ordered_beyond_noise', 'rank_correlation', 'permutation_spearman', 'reason_or_note', 'note_input',
+           'used_inputs', 'is_timing', 'Record', 'staging_dir', 'swap_in', 'restore_interrupted']
 
 # %% ../nbs/00_config.ipynb #b21b91f8
 @dataclass(frozen=True)
@@ -565,6 +565,19 @@ def mc_noise(p: float, iterations: int) -> float:
     "Monte Carlo standard error √(p(1−p)/n) of a probability p estimated from `iterations` draws (an upper bound for a mean of such estimates)."
     if not (isinstance(iterations, int) and iterations >= 1): raise ValueError(f"iterations must be an int ≥ 1, got {iterations!r}")
     return float(np.sqrt(p * (1 - p) / iterations))
+
+# %% ../nbs/00_config.ipynb #c4319563
+def mean_se(x) -> tuple[float, float]:
+    "(mean, standard error of the mean) of independent values x: the sample standard deviation (n − 1) over √n, in x's precision."
+    t = torch.as_tensor(x)
+    if t.numel() == 0: raise ValueError("mean_se needs at least one value")
+    return float(t.mean()), float(t.std() / np.sqrt(t.numel()))
+
+def pooled_accuracy(accuracies, errors) -> tuple[float, float]:
+    "(mean of several accuracies, its standard error √Σse² / n) for independent accuracies with standard errors `errors`."
+    a, e = np.asarray(accuracies, dtype=np.float64), np.asarray(errors, dtype=np.float64)
+    if a.size == 0 or a.shape != e.shape: raise ValueError(f"need as many errors as accuracies (≥ 1); got {a.size} and {e.size}")
+    return float(a.mean()), float(np.sqrt((e ** 2).sum()) / a.size)
 
 # %% ../nbs/00_config.ipynb #bb77dd4e
 def decide_accuracy(p: float, threshold: float, n: int, op: str = ">=") -> bool | None:

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from tqdm.auto import tqdm
+from .config import rank_correlation
 from .trace import run_with_cache, decoder_layers, hooks, as_token_batch
 
 # %% auto #0
 __all__ = ['StreamingMoments', 'PositionalVectors', 'positional_vectors', 'semantic_vectors', 'cosine_matrix',
-           'position_similarity', 'anchor_ratio', 'combine', 'pca', 'positional_pca', 'pca_panel']
+           'position_similarity', 'anchor_ratio', 'combine', 'pca', 'positional_pca', 'pc1_position_rho', 'pca_panel']
 
 # %% ../nbs/05_decompose.ipynb #7adad5c7
 class StreamingMoments:
@@ -116,6 +117,12 @@ def positional_pca(pv: PositionalVectors, layer: int, k: int = 2, skip: int = 0)
     """PCA of the positional vectors of one layer (0-based, = resid_post.layer): coordinates [T - skip, k] and explained-variance
     shares, fitted on positions ≥ `skip` (skip=1 leaves out position 0, which takes most of PC1 in many models)."""
     return pca(pv.p[layer, skip:], k)
+
+# %% ../nbs/05_decompose.ipynb #51c062fd
+def pc1_position_rho(pv: PositionalVectors, layer: int, skip: int = 0) -> float:
+    "Spearman ρ between position t ≥ `skip` and PC1 of the positional vectors of one layer (0-based), PCA fitted on t ≥ `skip` alone."
+    Z, _ = positional_pca(pv, layer, k=1, skip=skip)              # [T - skip, 1]
+    return rank_correlation(Z[:, 0], np.arange(skip, pv.p.shape[1]))
 
 # %% ../nbs/05_decompose.ipynb #4632ec44
 def pca_panel(ax, pv: PositionalVectors, layer: int, title: str, skip: int = 1, n_initial: int = 5, annotate: bool = True):

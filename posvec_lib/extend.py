@@ -24,12 +24,13 @@ __all__ = ['NEEDS', 'EXTENSIONS', 'RESOLVING_ERROR', 'SIMI_REL_IN_DISTRIBUTION',
            'DynamicNTK', 'dynamic_ntk', 'dynamic_ntk_scale', 'interpolate_positions', 'replacement_shift',
            'PositionalVectorReplacement', 'positional_vector_replacement', 'no_extension', 'extend',
            'cached_positional_vectors', 'similarity_to_window', 'window_match', 'beyond_similarity',
-           'window_similarity', 'identification_error', 'ratio_from_matches', 'effective_ratio', 'resolving_layers',
-           'ratio_over_layers', 'ratio_close_to', 'ratio_matches_factor', 'relative_similarity', 'interval_means',
-           'sink_by_position', 'positional_logits', 'logits_similarity', 'search_grid', 'ppl_of', 'ppl_search',
-           'beats_direct', 'reference_samples', 'replicate_samples', 'reference_positional_vectors', 'default_grid',
-           'tuned_setting', 'setting_for_length', 'extension_kwargs', 'repetition_lengths', 'repetition_samples',
-           'repetition_control', 'repetition_accuracy', 'window_input_similarity', 'needle_similarity']
+           'window_similarity', 'identification_error', 'ratio_from_matches', 'effective_ratio',
+           'same_position_similarity', 'same_position_level', 'resolving_layers', 'ratio_over_layers', 'ratio_close_to',
+           'ratio_matches_factor', 'relative_similarity', 'interval_means', 'sink_by_position', 'positional_logits',
+           'logits_similarity', 'search_grid', 'ppl_of', 'ppl_search', 'beats_direct', 'reference_samples',
+           'replicate_samples', 'reference_positional_vectors', 'default_grid', 'tuned_setting', 'setting_for_length',
+           'extension_kwargs', 'repetition_lengths', 'repetition_samples', 'repetition_control', 'repetition_accuracy',
+           'window_input_similarity', 'needle_similarity']
 
 # %% ../nbs/07_extend.ipynb #7750baea
 NEEDS = {"direct": (), "attention_scaling": ("layers", "posvec_attention"), "initial_scaling": ("layers", "posvec_attention"),
@@ -314,6 +315,15 @@ def effective_ratio(p_ext, p_orig, C: int, start: int | None = None, centred: bo
     if idx.shape[1] - start < 2: raise ValueError(f"need at least 2 positions from start={start}; the vectors cover {idx.shape[1]}")
     t = torch.arange(start, idx.shape[1])
     return torch.tensor([ratio_from_matches(t, idx[l, start:]) for l in range(idx.shape[0])], dtype=torch.float64)
+
+# %% ../nbs/07_extend.ipynb #bb39fbae
+def same_position_similarity(p_ext, p_orig, C: int) -> torch.Tensor:
+    "cos(p′[l, t], p[l, t]) for in-window t < C at every layer l, centred on p's in-window mean -> [L, C]."
+    return torch.stack([similarity_to_window(p_ext, p_orig, C, l)[:C].diagonal() for l in range(_pv(p_ext).shape[0])])
+
+def same_position_level(same: torch.Tensor, start: int = 4) -> float:
+    "The in-window level of a same-position similarity [L, C]: the last layer's mean over t ∈ [start, C)."
+    return float(same[-1, start:].mean())
 
 # %% ../nbs/07_extend.ipynb #e69ca579
 RESOLVING_ERROR = 1 / 16   # a layer resolves positions when its in-window identification error is ≤ C/16

@@ -17,9 +17,9 @@ from .data import profile_data, RandomWindows, fixed_length_samples
 from .variants import Variant, zoo_variants, model_config, set_attention
 
 # %% auto #0
-__all__ = ['token_nll', 'build_model', 'training_args', 'last_checkpoint', 'world_size', 'rank', 'zoo_recipe', 'zoo_key',
-           'zoo_seed', 'zoo_variant', 'zoo_path', 'train_zoo_model', 'pretrained_source', 'note_zoo_entry', 'buildable',
-           'load_zoo_model', 'zoo_manifest', 'load_model', 'main']
+__all__ = ['token_nll', 'build_model', 'training_args', 'last_checkpoint', 'world_size', 'rank', 'zoo_recipe',
+           'pretrained_source', 'buildable', 'zoo_variant', 'zoo_seed', 'zoo_key', 'zoo_path', 'train_zoo_model',
+           'note_zoo_entry', 'load_zoo_model', 'zoo_manifest', 'load_model', 'main']
 
 # %% ../nbs/03_train.ipynb #b39427ad
 @torch.no_grad()
@@ -73,7 +73,7 @@ def last_checkpoint(folder) -> str | None:
         else: shutil.rmtree(d, ignore_errors=True)     # killed while Trainer was saving it
     return str(max(done, key=lambda d: int(d.name[len("checkpoint-"):]))) if done else None
 
-# %% ../nbs/03_train.ipynb #3e260152
+# %% ../nbs/03_train.ipynb #8343068c
 def world_size() -> int:
     "Processes of this run (WORLD_SIZE, set by torchrun / accelerate launch; 1 when alone)."
     return int(os.environ.get("WORLD_SIZE", "1"))
@@ -82,6 +82,7 @@ def rank() -> int:
     "This process's rank (RANK; 0 when alone): rank 0 writes the cache."
     return int(os.environ.get("RANK", "0"))
 
+# %% ../nbs/03_train.ipynb #9f7b8e12
 def zoo_recipe(profile: Profile, name: str) -> dict:
     """How a zoo entry is built (paper A's recipe): the RoPE base from scratch for `train_steps`; with `continual_steps`,
     every other variant continually pre-trained from that base (TinyLlama at paper scale) for `continual_steps`, except
@@ -92,6 +93,36 @@ def zoo_recipe(profile: Profile, name: str) -> dict:
         return dict(kind="scratch", steps=profile.train_steps + profile.continual_steps, warmup=profile.warmup_steps)
     return dict(kind="continual", base="rope", steps=profile.continual_steps, warmup=max(1, profile.continual_steps // 10))
 
+# %% ../nbs/03_train.ipynb #3ec60172
+def pretrained_source(profile: Profile, name: str) -> str | None:
+    "The checkpoint a zoo entry is loaded from (profile.pretrained 'variant=source'), or None when it is trained here."
+    for spec in profile.pretrained:
+        k, _, src = spec.partition("=")
+        if k == name: return src
+    return None
+
+def buildable(profile: Profile, name: str) -> bool:
+    "Whether a zoo entry can be had: its own checkpoint, or a recipe that trains steps (from a base that can be had)."
+    if pretrained_source(profile, name) is not None: return True
+    r = zoo_recipe(profile, name)
+    if r["steps"] <= 0: return False
+    return r["kind"] == "scratch" or buildable(profile, r["base"])
+
+# %% ../nbs/03_train.ipynb #c6394063
+def zoo_variant(profile: Profile, name: str) -> Variant:
+    "The variant of a zoo entry of this profile: one of `profile.zoo`, or the RoPE base the continual variants start from."
+    zv = zoo_variants(profile)
+    if name in zv: return zv[name]
+    if name == "rope" and any(zoo_recipe(profile, n)["kind"] == "continual" for n in zv): return Variant("rope", "rope")
+    raise ValueError(f"unknown zoo model {name!r} for profile {profile.name!r}; allowed: {list(zv)}")
+
+def zoo_seed(profile: Profile, name: str) -> int:
+    """Data seed of a zoo entry: the profile seed for the base; the rebuttal's from-scratch NoPE twin gets its own; the
+    continual variants share one (the same continual-training text for every variant), other than the base's."""
+    if name == "nope_new": return profile.seed + 1
+    return profile.seed + (2 if zoo_recipe(profile, name)["kind"] == "continual" else 0)
+
+# %% ../nbs/03_train.ipynb #93ed7bff
 def _base_identity(profile: Profile, manifest: dict) -> str:
     "What a continual entry starts from: the RoPE base's checkpoint (paper) or its zoo cache name."
     src = pretrained_source(profile, "rope")
@@ -107,25 +138,13 @@ def zoo_key(profile: Profile, name: str, manifest: dict) -> str:
                            version="zoo-v2"), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
-def zoo_seed(profile: Profile, name: str) -> int:
-    """Data seed of a zoo entry: the profile seed for the base; the rebuttal's from-scratch NoPE twin gets its own; the
-    continual variants share one (the same continual-training text for every variant), other than the base's."""
-    if name == "nope_new": return profile.seed + 1
-    return profile.seed + (2 if zoo_recipe(profile, name)["kind"] == "continual" else 0)
-
-def zoo_variant(profile: Profile, name: str) -> Variant:
-    "The variant of a zoo entry of this profile: one of `profile.zoo`, or the RoPE base the continual variants start from."
-    zv = zoo_variants(profile)
-    if name in zv: return zv[name]
-    if name == "rope" and any(zoo_recipe(profile, n)["kind"] == "continual" for n in zv): return Variant("rope", "rope")
-    raise ValueError(f"unknown zoo model {name!r} for profile {profile.name!r}; allowed: {list(zv)}")
-
 def zoo_path(profile: Profile, name: str) -> Path:
     "Folder of a finished zoo entry (may not exist yet)."
     zoo_variant(profile, name)                           # refuses names the profile does not build
     data = profile_data(profile)
     return cache_dir("zoo", profile.name) / f"{name}-{zoo_key(profile, name, data.manifest)}"
 
+# %% ../nbs/03_train.ipynb #7c06f329
 def _start_model(profile: Profile, name: str, recipe: dict, vocab_size: int, seed: int):
     "Random weights (from scratch), or the base's weights under this variant's configuration (continual)."
     v = zoo_variant(profile, name)
@@ -194,13 +213,7 @@ def train_zoo_model(profile: Profile, name: str, force: bool = False) -> Path:
     trainer.accelerator.wait_for_everyone()            # the other ranks return once rank 0 has written the entry
     return final
 
-def pretrained_source(profile: Profile, name: str) -> str | None:
-    "The checkpoint a zoo entry is loaded from (profile.pretrained 'variant=source'), or None when it is trained here."
-    for spec in profile.pretrained:
-        k, _, src = spec.partition("=")
-        if k == name: return src
-    return None
-
+# %% ../nbs/03_train.ipynb #58a97331
 def note_zoo_entry(path: Path):
     "Record a finished zoo cache entry and its corpus among this process's inputs (also for models built on it)."
     man = json.loads((Path(path) / "manifest.json").read_text())
@@ -209,13 +222,6 @@ def note_zoo_entry(path: Path):
                steps=man["steps"], tokens_seen=man["tokens_seen"], tokens_total=man.get("tokens_total", man["tokens_seen"]),
                final_val_ppl=man["final_val_ppl"], corpus=man["corpus"]["hash"])
     note_input("corpus", man["corpus"]["hash"], **man["corpus"])
-
-def buildable(profile: Profile, name: str) -> bool:
-    "Whether a zoo entry can be had: its own checkpoint, or a recipe that trains steps (from a base that can be had)."
-    if pretrained_source(profile, name) is not None: return True
-    r = zoo_recipe(profile, name)
-    if r["steps"] <= 0: return False
-    return r["kind"] == "scratch" or buildable(profile, r["base"])
 
 def load_zoo_model(profile: Profile, name: str, attn: str = "posvec_sdpa", train: bool = True):
     "A zoo model in eval mode: loaded from its checkpoint (paper) or trained here first if missing and `train`."
