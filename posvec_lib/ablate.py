@@ -108,12 +108,14 @@ def position_sets(C: int, n_initial: int = 5) -> dict[str, range]:
     lo, hi = (32, 256) if C >= 2048 else (max(C // 8, n_initial + 1), max(C // 4, n_initial + 1))
     return {f"0-{n_initial - 1}": range(0, n_initial), f"{lo}-{hi}": range(lo, hi + 1)}
 
+# %% ../nbs/06a_ablate.ipynb #bc73c411
 def vector_similarity(a: PositionalVectors, b: PositionalVectors, centred: bool = False) -> torch.Tensor:
     "Cosine between the positional vectors of a and b at each layer and position [L, T]: of p (raw) or of m (centred)."
     x, y = (a.m, b.m) if centred else (a.p, b.p)
     T = min(x.shape[1], y.shape[1])
     return torch.nn.functional.cosine_similarity(x[:, :T], y[:, :T], dim=-1)
 
+# %% ../nbs/06a_ablate.ipynb #24096b2b
 @torch.no_grad()
 def ablation_effect(model, removal: str | None, positions, ref: InputVectors, pv0: PositionalVectors,
                     pv_samples: torch.Tensor, ppl_samples: torch.Tensor, layers=None, batch_size: int = 16) -> dict:
@@ -128,6 +130,7 @@ def ablation_effect(model, removal: str | None, positions, ref: InputVectors, pv
     return dict(simi=float(s.mean()), simi_centred=float(sc.mean()), simi_layer=s.mean(1).tolist(),
                 simi_centred_layer=sc.mean(1).tolist(), ppl=float(nll.mean().exp()), nll=nll.double().mean(1), pv=pv)
 
+# %% ../nbs/06a_ablate.ipynb #e3876161
 def ppl_ratio_ci(nll: torch.Tensor, nll0: torch.Tensor, reps: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
     "Paired bootstrap interval over samples of PPL(nll) / PPL(nll0), from per-sample mean NLLs [n] of the same samples."
     d = (nll.double() - nll0.double()).numpy()
@@ -136,6 +139,7 @@ def ppl_ratio_ci(nll: torch.Tensor, nll0: torch.Tensor, reps: int = 1000, seed: 
     r = np.exp(d[idx].mean(1))
     return tuple(float(x) for x in np.quantile(r, [(1 - level) / 2, (1 + level) / 2]))
 
+# %% ../nbs/06a_ablate.ipynb #821bf0da
 def ablation_table(model, sets: dict, ref: InputVectors, pv0: PositionalVectors, pv_samples, ppl_samples,
                    removals=REMOVALS, layers=None, batch_size: int = 16, progress: bool = False) -> pd.DataFrame:
     "Table 2 for one model: the original row, then every removal × position set (similarity per layer in simi_L<l> columns; ppl_ratio with a 95% paired bootstrap interval over the PPL samples)."

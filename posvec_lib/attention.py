@@ -40,15 +40,18 @@ def mean_attention(model, samples: torch.Tensor, batch_size: int = 8, progress: 
             n += len(x)
     return torch.stack([acc[l] for l in layers]).cpu() / n
 
+# %% ../nbs/06_attention.ipynb #6eaa866d
 def sink_share(attn: torch.Tensor, n_first: int = 1) -> torch.Tensor:
     "Share of attention on the first n_first keys, per layer, head and query position: [L, H, T]."
     return attn[..., :n_first].sum(-1)
 
+# %% ../nbs/06_attention.ipynb #9c6f704b
 def uniform_sink_share(T: int, n_first: int = 1) -> torch.Tensor:
     "The sink share that uniform causal attention would give, per query position t: min(n_first, t+1)/(t+1)."
     t = torch.arange(T, dtype=torch.float64)
     return (t + 1).clamp(max=n_first) / (t + 1)
 
+# %% ../nbs/06_attention.ipynb #f96f638f
 def attention_by_distance(attn: torch.Tensor, skip_first: int = 1) -> torch.Tensor:
     "Mean attention weight vs relative distance i-j (keys j >= skip_first, so the sink does not dominate): [L, H, T]."
     T = attn.shape[-1]

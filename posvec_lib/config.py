@@ -121,9 +121,16 @@ class Knob:
     ok: Any = None
     elem: type = str
 
+# %% ../nbs/00_config.ipynb #de6a6bfb
 def _int(lo, hi=None): return Knob(int, f"an integer ≥ {lo}" + (f" and ≤ {hi}" if hi else ""), lambda v: v >= lo and (hi is None or v <= hi))
+
+# %% ../nbs/00_config.ipynb #0467454c
 def _pos_float(zero=False): return Knob(float, "a number ≥ 0" if zero else "a number > 0", lambda v: v >= 0 if zero else v > 0)
+
+# %% ../nbs/00_config.ipynb #f6ac76ea
 def _text(empty=False): return Knob(str, "any text" if empty else "a non-empty name or path", lambda v: empty or bool(v.strip()))
+
+# %% ../nbs/00_config.ipynb #60524136
 def _names(empty=True, what="names"): return Knob(tuple, f"a {'' if empty else 'non-empty '}comma-separated list of {what}",
                                                   lambda v: empty or len(v) > 0)
 
@@ -298,12 +305,14 @@ def project_root() -> Path:
     "Root folder of the project: $POSVEC_HOME, else the nearest parent holding settings.ini, else ~/.cache/posvec."
     return _clone_root() or Path.home() / ".cache" / "posvec"
 
+# %% ../nbs/00_config.ipynb #7d2e3f54
 def _clone_root() -> Path | None:
     if os.environ.get("POSVEC_HOME"): return Path(os.environ["POSVEC_HOME"]).resolve()
     for d in [Path.cwd(), *Path.cwd().parents]:
         if (d / "settings.ini").exists() and (d / "nbs").is_dir(): return d
     return None
 
+# %% ../nbs/00_config.ipynb #54d8aba1
 def require_clone(what: str = "this command") -> Path:
     "The clone's root, or a FileNotFoundError saying that `what` runs inside a clone (the batch needs nbs/experiments)."
     root = _clone_root()
@@ -312,12 +321,14 @@ def require_clone(what: str = "this command") -> Path:
                                 "upward (a folder with settings.ini and nbs/); cd into one or set POSVEC_HOME to one")
     return root
 
+# %% ../nbs/00_config.ipynb #5ce42c91
 def cache_dir(*parts) -> Path:
     "A folder under data/cache (created)."
     d = project_root().joinpath("data", "cache", *parts)
     with disk_errors(d): d.mkdir(parents=True, exist_ok=True)
     return d
 
+# %% ../nbs/00_config.ipynb #db106b2a
 def figures_dir(profile: str | Profile, *parts, create: bool = True) -> Path:
     "A folder under figures/<results_name> (created unless `create=False`)."
     name = profile.results_name if isinstance(profile, Profile) else profile
@@ -403,16 +414,19 @@ def file_sha256(path) -> str:
         for b in iter(lambda: f.read(1 << 20), b""): h.update(b)
     return h.hexdigest()
 
+# %% ../nbs/00_config.ipynb #62340067
 def _folder_files(folder, marker):
     return sorted(str(f.relative_to(folder)) for f in Path(folder).rglob("*")
                   if f.is_file() and f.name not in (marker, "checksums.json") and not f.name.startswith("."))
 
+# %% ../nbs/00_config.ipynb #a93dda98
 def seal(path, marker: str = "manifest.json") -> Path:
     "Record the checksum of a cache file (`<file>.sha256`) or of every file of a cache folder (`checksums.json`)."
     path = Path(path)
     if path.is_dir(): return write_json(path / "checksums.json", {f: file_sha256(path / f) for f in _folder_files(path, marker)})
     return atomic_write(path.with_name(path.name + ".sha256"), file_sha256(path) + "\n")
 
+# %% ../nbs/00_config.ipynb #19968469
 def seal_check(path, marker: str = "manifest.json") -> bool | None:
     "True: the entry matches its seal; False: damaged (or seal unreadable); None: never sealed."
     path = Path(path)
@@ -427,6 +441,7 @@ def seal_check(path, marker: str = "manifest.json") -> bool | None:
     if not s.exists(): return None
     return s.read_text().strip() == file_sha256(path)
 
+# %% ../nbs/00_config.ipynb #b6b6fc98
 def discard_damaged(path, why: str, marker: str = "manifest.json"):
     "Warn that a cache entry is damaged (naming it), then remove it (and its seal) so the caller rebuilds it."
     path = Path(path)
@@ -437,10 +452,12 @@ def discard_damaged(path, why: str, marker: str = "manifest.json"):
         for p in (path, path.with_name(path.name + ".sha256")):
             if p.exists(): p.unlink()
 
+# %% ../nbs/00_config.ipynb #3a763753
 def _is_damage(e: BaseException) -> bool:
     "Does a loader's error mean the file is damaged (not: out of memory, an OS error, a missing package)?"
     return not isinstance(e, (MemoryError, OSError, ImportError))
 
+# %% ../nbs/00_config.ipynb #f1223886
 def verify_files(folder):
     "Read every safetensors tensor and parse every JSON file of a folder (how entries from before checksums are checked)."
     from safetensors import safe_open
@@ -450,6 +467,7 @@ def verify_files(folder):
                 for k in st.keys(): st.get_tensor(k)
         elif f.suffix == ".json": json.loads(f.read_text())
 
+# %% ../nbs/00_config.ipynb #6e9f60e2
 def entry_ok(path, marker: str = "manifest.json", verify=verify_files) -> bool:
     "Is a cache folder entry complete and intact? Damaged ones are named and discarded; unsealed ones are verified, then sealed."
     path = Path(path)
@@ -469,6 +487,7 @@ def entry_ok(path, marker: str = "manifest.json", verify=verify_files) -> bool:
         except OSError: pass
     return True
 
+# %% ../nbs/00_config.ipynb #4b9fe428
 def load_sealed(path, load, what: str = "cache file"):
     "`load(path)` for a sealed (or never-sealed, loadable) cache file, else None after discarding it; seals legacy entries."
     path = Path(path)
@@ -652,14 +671,17 @@ def note_input(kind: str, name: str, /, **info):
     "Remember a model or corpus this process used (`kind` e.g. 'zoo', 'finetuned', 'corpus'); `Record.save()` lists them."
     _INPUTS.setdefault(kind, {})[name] = info
 
+# %% ../nbs/00_config.ipynb #cd25d881
 def used_inputs() -> dict:
     "Everything `note_input` recorded in this process, key-sorted."
     return {k: dict(sorted(v.items())) for k, v in sorted(_INPUTS.items())}
 
+# %% ../nbs/00_config.ipynb #281e400f
 def is_timing(key: str) -> bool:
     "Does a number's key name a wall time (kept out of result.json)?"
     return key in ("seconds", "wall_time_s", "wall_s") or key.endswith(("_seconds", "_wall_time_s", "_wall_s"))
 
+# %% ../nbs/00_config.ipynb #6c67cc5a
 class Record:
     "Collects one artifact's figures, tables, numbers and claim checks; `save()` writes result.json last."
     def __init__(self, artifact: str, profile: Profile, items: list[str] | tuple = (), folder: Path | None = None):
@@ -734,10 +756,12 @@ class Record:
         swap_in(self.dir, self.final)
         return self.final / "result.json"
 
+# %% ../nbs/00_config.ipynb #16f84c31
 def staging_dir(final: Path) -> Path:
     "Where a run of the artifact folder `final` writes until it succeeds: `.<name>.partial` beside it."
     return final.parent / f".{final.name}.partial"
 
+# %% ../nbs/00_config.ipynb #48063656
 def swap_in(new: Path, final: Path):
     "Replace folder `final` by `new` (the old one is renamed aside first, deleted last); see `restore_interrupted`."
     old = final.parent / f".{final.name}.old"
@@ -747,6 +771,7 @@ def swap_in(new: Path, final: Path):
         os.replace(new, final)
         shutil.rmtree(old, ignore_errors=True)
 
+# %% ../nbs/00_config.ipynb #fcdaee69
 def restore_interrupted(final: Path):
     "Undo a swap that died half-way: the last good result comes back when its replacement never arrived."
     old = final.parent / f".{final.name}.old"
@@ -754,6 +779,7 @@ def restore_interrupted(final: Path):
         if not final.exists(): os.replace(old, final)
         else: shutil.rmtree(old, ignore_errors=True)
 
+# %% ../nbs/00_config.ipynb #1bcdf4f1
 def _to_markdown(df, floatfmt=".4g") -> str:
     "A GitHub Markdown table (no tabulate dependency)."
     def fmt(x):

@@ -197,6 +197,7 @@ def _eligible(docs: TokenizedDocs, need: int, n_wanted: int, what: str) -> np.nd
                          "or use a corpus with longer documents")
     return ok
 
+# %% ../nbs/01_data.ipynb #87d4e684
 def fixed_length_samples(docs: TokenizedDocs, length: int, n: int, seed: int = 0, bos: bool = True) -> torch.Tensor:
     "n windows of `length` tokens (BOS at position 0 when `bos`), each from inside one document; seeded."
     body = length - int(bos)
@@ -211,6 +212,7 @@ def fixed_length_samples(docs: TokenizedDocs, length: int, n: int, seed: int = 0
         out[i] = np.concatenate([[docs.bos_id], seg]) if bos else seg
     return torch.from_numpy(out)                      # [n, length]
 
+# %% ../nbs/01_data.ipynb #910e0c8c
 def long_documents(docs: TokenizedDocs, length: int, n: int, bos: bool = True) -> torch.Tensor:
     "The first `length` tokens (BOS first) of the n longest-enough documents, in corpus order."
     body = length - int(bos)
@@ -218,6 +220,7 @@ def long_documents(docs: TokenizedDocs, length: int, n: int, bos: bool = True) -
     rows = [np.concatenate([[docs.bos_id], docs.doc(d)[:body]]) if bos else docs.doc(d)[:body] for d in ok]
     return torch.from_numpy(np.stack(rows).astype(np.int64))   # [n, length]
 
+# %% ../nbs/01_data.ipynb #340b2c9e
 class RandomWindows(torch.utils.data.Dataset):
     "A map-style dataset of `n` random BOS-prefixed windows; item i is a pure function of (seed, i), so resuming is exact."
     def __init__(self, docs: TokenizedDocs, length: int, n: int, seed: int = 0):

@@ -63,6 +63,7 @@ def sliding_windows(n: int, L: int, S: int):
         if e >= n: return out
         b += S
 
+# %% ../nbs/10_evaluate.ipynb #1134cafb
 def _check_docs(docs, what: str):
     "Raise unless `docs` is a non-empty list of 1-D token sequences (a single flat sequence is the common slip)."
     if isinstance(docs, (torch.Tensor, np.ndarray)) and docs.ndim < 2 or len(docs) == 0 or np.ndim(docs[0]) == 0:
@@ -72,6 +73,7 @@ def _check_docs(docs, what: str):
     bad = [i for i, d in enumerate(docs) if (d.ndim if hasattr(d, "ndim") else np.ndim(d)) != 1]
     if bad: raise ValueError(f"{what}: documents must be 1-D sequences of token ids; {len(bad)} of {len(docs)} are not (first: docs[{bad[0]}])")
 
+# %% ../nbs/10_evaluate.ipynb #3fdfd474
 @torch.no_grad()
 def sliding_window_ppl(model, docs: list, L: int, S: int, bos_id: int, progress: bool = True, max_tokens: int = 1024) -> dict:
     """Sliding-window PPL over documents (1-D token tensors): BOS per window, only unscored tokens scored, NLL pooled
@@ -104,6 +106,7 @@ def sliding_window_ppl(model, docs: list, L: int, S: int, bos_id: int, progress:
                 total += x_nll; count += e - f; doc_nll[d] += x_nll; doc_tokens[d] += e - f
     return dict(ppl=math.exp(total / count), nll=total, tokens=count, doc_nll=doc_nll.tolist(), doc_tokens=doc_tokens.tolist())
 
+# %% ../nbs/10_evaluate.ipynb #1a3920d4
 def truncate_ppl(model, docs: list, L: int, bos_id: int, batch_size: int = 4) -> dict:
     "Each document scored once on its first L-1 tokens after BOS (PoSE Fig. 4)."
     _check_docs(docs, "truncate_ppl")

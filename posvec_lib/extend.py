@@ -67,6 +67,7 @@ def _configs(model) -> list:
         if isinstance(c, PretrainedConfig): found.setdefault(id(c), c)
     return list(found.values())
 
+# %% ../nbs/07_extend.ipynb #1fe7adfc
 class ConfigChange(Extension):
     "Set config attributes to `new(old)` on every config object of the model; put the old values (or absence) back."
     def __init__(self, model, tag: str, changes: dict[str, Callable]):
@@ -89,6 +90,7 @@ class ConfigChange(Extension):
             else: setattr(c, k, old)
         self._saved, self._set = [], {}
 
+# %% ../nbs/07_extend.ipynb #239362a1
 class NoChange(Extension):
     "The identity extension (a method at factor 1): changes nothing, so it is not listed among the active extensions."
     def __init__(self, model, tag: str = "identity"):
@@ -96,6 +98,7 @@ class NoChange(Extension):
     def restore(self):
         self.active = False; return self.model
 
+# %% ../nbs/07_extend.ipynb #f3891b47
 def _positive(name, x):
     if not (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0):
         raise ValueError(f"{name} must be a positive number, got {x!r}")
@@ -177,6 +180,7 @@ def interpolate_positions(p: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
     w = (pos - lo.to(pos.dtype))[:, None].to(p.dtype)
     return p[lo] * (1 - w) + p[hi] * w
 
+# %% ../nbs/07_extend.ipynb #09cf9d23
 def replacement_shift(p: torch.Tensor, r: float, alpha: float, n_keep: int = 4) -> torch.Tensor:
     "The shift α·p(t/r) − p(t) [T, d] that positional vector replacement adds at one layer (0 for t < n_keep)."
     T = p.shape[0]
@@ -185,6 +189,7 @@ def replacement_shift(p: torch.Tensor, r: float, alpha: float, n_keep: int = 4) 
     shift[:n_keep] = 0
     return shift
 
+# %% ../nbs/07_extend.ipynb #adf4ce1b
 class PositionalVectorReplacement(Extension):
     "At the output of decoder layer `layer`: h ← h − p + α·p(t/r), first `n_keep` positions untouched (a resid_post hook)."
     def __init__(self, model, pv: PositionalVectors | torch.Tensor, layer: int, r: float, alpha: float = 1.0, n_keep: int = 4):
@@ -212,6 +217,7 @@ class PositionalVectorReplacement(Extension):
     def _undo(self):
         if self._stack is not None: self._stack.close(); self._stack = None
 
+# %% ../nbs/07_extend.ipynb #0a078bd7
 def positional_vector_replacement(model, pv: PositionalVectors | torch.Tensor, layer: int, r: float, alpha: float = 1.0,
                                   n_keep: int = 4) -> Extension:
     "Positional vector replacement at decoder layer `layer` (0-based) with ratio r and scale α; r = α = 1 is the identity."
@@ -264,6 +270,7 @@ def cached_positional_vectors(model, samples: torch.Tensor, batch_size: int = 16
 # %% ../nbs/07_extend.ipynb #e1c3b5f5
 def _pv(x) -> torch.Tensor: return (x.p if isinstance(x, PositionalVectors) else x).double()
 
+# %% ../nbs/07_extend.ipynb #7a500cb9
 def similarity_to_window(p_ext, p_orig, C: int, layer: int, centred: bool = True, rank: int | None = None) -> torch.Tensor:
     "cos(p′[layer, t], p[layer, t′]) for all t < T and in-window t′ < C -> [T, C] (optionally in the top-`rank` subspace of p)."
     a, b = _pv(p_ext)[layer], _pv(p_orig)[layer, :C]
@@ -275,6 +282,7 @@ def similarity_to_window(p_ext, p_orig, C: int, layer: int, centred: bool = True
         a, b = a @ V, b @ V
     return cosine_matrix(a, b)
 
+# %% ../nbs/07_extend.ipynb #64abb449
 def window_match(p_ext, p_orig, C: int, centred: bool = True, rank: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     "Per layer and position: (max similarity to an in-window original vector, its position t*) -> ([L, T], [L, T])."
     sims, idx = [], []
@@ -283,6 +291,7 @@ def window_match(p_ext, p_orig, C: int, centred: bool = True, rank: int | None =
         sims.append(v); idx.append(i)
     return torch.stack(sims), torch.stack(idx)
 
+# %% ../nbs/07_extend.ipynb #7f68bd17
 def beyond_similarity(p_ext, p_orig, C: int, T: int | None = None, centred: bool = True, rank: int | None = None) -> torch.Tensor:
     "Simi: mean over t in [C, T) of the max similarity to in-window original vectors, per layer [L]."
     sim, _ = window_match(p_ext, p_orig, C, centred, rank)
@@ -290,17 +299,20 @@ def beyond_similarity(p_ext, p_orig, C: int, T: int | None = None, centred: bool
     if T <= C: raise ValueError(f"T={T} must exceed C={C}")
     return sim[:, C:T].mean(-1)
 
+# %% ../nbs/07_extend.ipynb #97aa9134
 def window_similarity(p_ext, p_orig, C: int, start: int = 4, centred: bool = True, rank: int | None = None) -> torch.Tensor:
     "The same for in-window positions t in [start, C) [L]: the level beyond-window similarity is judged against."
     sim, _ = window_match(_pv(p_ext)[:, :C], p_orig, C, centred, rank)
     return sim[:, start:C].mean(-1)
 
+# %% ../nbs/07_extend.ipynb #88d7df9b
 def identification_error(p_ext, p_orig, C: int, start: int = 4, centred: bool = True, rank: int | None = None) -> torch.Tensor:
     "Median |t* − t| over in-window t in [start, C), per layer [L]: how well a layer's positional vectors tell positions apart."
     _, idx = window_match(_pv(p_ext)[:, :C], p_orig, C, centred, rank)
     t = torch.arange(start, C)
     return (idx[:, start:C] - t).abs().double().median(-1).values
 
+# %% ../nbs/07_extend.ipynb #b6d95a05
 def ratio_from_matches(t: torch.Tensor, t_star: torch.Tensor) -> float:
     "1 / slope of the least-squares line t* = t/ratio + b (inf when t* does not grow with t)."
     t, ts = t.double(), t_star.double()
@@ -308,6 +320,7 @@ def ratio_from_matches(t: torch.Tensor, t_star: torch.Tensor) -> float:
     slope = float((tc * (ts - ts.mean())).sum() / (tc * tc).sum())
     return 1 / slope if slope > 1e-9 else float("inf")
 
+# %% ../nbs/07_extend.ipynb #f05b1445
 def effective_ratio(p_ext, p_orig, C: int, start: int | None = None, centred: bool = True, rank: int | None = None) -> torch.Tensor:
     "Effective interpolation ratio per layer [L]: positions t ≥ start (default C) mapped to the most similar in-window t*."
     _, idx = window_match(p_ext, p_orig, C, centred, rank)
@@ -379,17 +392,20 @@ def interval_means(x: torch.Tensor, C: int, edges=(0, 1, 1.5, 2), skip: int = 0)
         out[f"{lab(a)}–{lab(b)}"] = float(x[lo:hi].double().mean()) if hi > lo else float("nan")
     return out
 
+# %% ../nbs/07_extend.ipynb #7cc3886a
 def sink_by_position(attn: torch.Tensor, layers=None) -> torch.Tensor:
     "Attention on the first key per query position [T], averaged over heads and the given layers (all by default)."
     a = attn if layers is None else attn[list(layers)]
     return a[..., 0].double().mean((0, 1))
 
+# %% ../nbs/07_extend.ipynb #4f1a1df6
 def positional_logits(model, p_last: torch.Tensor) -> torch.Tensor:
     "Logits of last-layer positional vectors p [T, d]: LM head of the final norm -> [T, vocab] (float64)."
     dev = next(model.parameters()).device; dt = next(model.parameters()).dtype
     with torch.no_grad():
         return model.lm_head(model.model.norm(p_last.to(device=dev, dtype=dt))).double().cpu()
 
+# %% ../nbs/07_extend.ipynb #9e49b20e
 def logits_similarity(model, pv, C: int, centred: bool = True, pv_ref=None) -> tuple[torch.Tensor, torch.Tensor]:
     "(max cosine of each position's positional logits to the in-window ones of `pv_ref` (default: pv itself) [T], pv's own cosine matrix [T, T])."
     z = positional_logits(model, _pv(pv)[-1])                                   # [T, vocab]
@@ -436,6 +452,7 @@ def _zoo():
     from posvec_lib.train import load_zoo_model, zoo_path
     return profile_data, fixed_length_samples, load_zoo_model, zoo_path
 
+# %% ../nbs/07_extend.ipynb #45c05a16
 def reference_samples(P: Profile, T: int | None = None, n: int | None = None, split: str = "validation", seed: int = 31):
     "Fixed BOS-first samples [n, T] of a split (default: validation, n_samples of max_factor·C tokens)."
     profile_data, fixed_length_samples, *_ = _zoo()
@@ -443,16 +460,19 @@ def reference_samples(P: Profile, T: int | None = None, n: int | None = None, sp
 
 REPLICATE_SEEDS = (31, 35)   # sample seeds (offsets to the profile seed) of the reference and the independent replicate
 
+# %% ../nbs/07_extend.ipynb #00105481
 def replicate_samples(P: Profile, T: int | None = None) -> torch.Tensor:
     "The independent replicate: n_samples other validation samples of T tokens."
     return reference_samples(P, T, seed=REPLICATE_SEEDS[1])
 
+# %% ../nbs/07_extend.ipynb #9b5c388a
 def reference_positional_vectors(P: Profile, model, replicate: int = 0, T: int | None = None) -> PositionalVectors:
     "Positional vectors of `model` (as it is now) on validation samples of T (default max_factor·C) tokens; replicate 1 = independent samples (cached)."
     if replicate not in (0, 1): raise ValueError(f"replicate must be 0 (reference) or 1 (independent samples), got {replicate!r}")
     samples = reference_samples(P, T, seed=REPLICATE_SEEDS[0]) if replicate == 0 else replicate_samples(P, T)
     return cached_positional_vectors(model, samples, batch_size=16)
 
+# %% ../nbs/07_extend.ipynb #37a62a48
 def default_grid(P: Profile, method: str, T: int, n_layers: int | None = None, window: int | None = None,
                  layers: list | None = None) -> list[dict]:
     "The PPL-search grid of a method for target length T at this profile's scale (replacement: `layers` to restrict the layer)."
@@ -470,6 +490,7 @@ def default_grid(P: Profile, method: str, T: int, n_layers: int | None = None, w
         return search_grid(r=rs, lam=[0.9, 1.0, 1.1, 1.2])
     raise ValueError(f"unknown extension method {method!r}; allowed: {list(EXTENSIONS)}")
 
+# %% ../nbs/07_extend.ipynb #231dc652
 def tuned_setting(P: Profile, name: str, method: str, T: int, model=None, grid: list[dict] | None = None,
                   n: int | None = None) -> dict:
     "Best setting of `method` for zoo model `name` at length T by validation PPL: dict(setting, ppl, table); cached."
@@ -496,6 +517,7 @@ IDENTITY_SETTINGS = {"direct": {}, "attention_scaling": dict(lam=1.0), "initial_
                      "dynamic_ntk": dict(factor=1.0), "replacement": dict(layer=0, r=1.0, alpha=1.0),
                      "window_extension": dict(r=1.0, lam=1.0)}   # each method at factor 1: the unchanged model
 
+# %% ../nbs/07_extend.ipynb #152c3f2d
 def setting_for_length(P: Profile, name: str, method: str, T: int, model=None) -> dict:
     "The setting of `method` for zoo model `name` at input length T: identity for T ≤ C, else searched at T (cached)."
     if method not in IDENTITY_SETTINGS: raise ValueError(f"unknown extension method {method!r}; allowed: {list(EXTENSIONS)}")
@@ -506,6 +528,7 @@ def setting_for_length(P: Profile, name: str, method: str, T: int, model=None) -
     if T == Tmax: return tuned_setting(P, name, method, Tmax, model)["setting"]
     return tuned_setting(P, name, method, T, model, grid=default_grid(P, method, T, layers=[layer]))["setting"]
 
+# %% ../nbs/07_extend.ipynb #7845cf34
 def extension_kwargs(P: Profile, model, method: str, setting: dict) -> dict:
     "The arguments `extend(model, method, ...)` needs for a tuned setting (adds the reference vectors for replacement)."
     return dict(setting, pv=reference_positional_vectors(P, model)) if method == "replacement" else dict(setting)
@@ -515,6 +538,7 @@ def repetition_lengths(C: int, paper=(20, 50, 200), floors=(4, 8, 16)) -> tuple:
     "Substring lengths k of the ICL repetition task at context window C: paper's lengths × C/2048, with floors."
     return tuple(max(f, int(round(k * C / 2048))) for k, f in zip(paper, floors))
 
+# %% ../nbs/07_extend.ipynb #5b26323e
 def repetition_samples(docs, k: int, T: int, n: int, m: int = 4, seed: int = 0, bos: bool = True) -> torch.Tensor:
     "n sequences [n, ≤T]: BOS, a random k-token substring of `docs` repeated, then its first m tokens once more."
     from posvec_lib.data import fixed_length_samples
@@ -525,12 +549,14 @@ def repetition_samples(docs, k: int, T: int, n: int, m: int = 4, seed: int = 0, 
     body = torch.cat([subs.repeat(1, reps), subs[:, :m]], 1)
     return torch.cat([torch.full((n, 1), docs.bos_id), body], 1) if bos else body
 
+# %% ../nbs/07_extend.ipynb #f2206e6c
 def repetition_control(ids: torch.Tensor, m: int = 4) -> torch.Tensor:
     "Control inputs: each sequence's last m tokens after another sequence's repetitions (what is predictable without the repeated context)."
     ids = as_token_batch(ids, "ids")
     ctrl = ids.roll(1, 0).clone(); ctrl[:, -m:] = ids[:, -m:]
     return ctrl
 
+# %% ../nbs/07_extend.ipynb #7abcdbee
 @torch.no_grad()
 def repetition_accuracy(model, ids: torch.Tensor, m: int = 4, batch_size: int = 8) -> float:
     "Share of the last m tokens of each sequence predicted exactly (greedy, teacher-forced)."
@@ -542,12 +568,14 @@ def repetition_accuracy(model, ids: torch.Tensor, m: int = 4, batch_size: int = 
         hits.append((pred == x[:, -m:]).float().cpu())
     return float(torch.cat(hits).mean())
 
+# %% ../nbs/07_extend.ipynb #a3958dce
 @torch.no_grad()
 def _last_state(model, ids):
     L = len(decoder_layers(model))
     _, cache = run_with_cache(model, ids.to(next(model.parameters()).device), [f"resid_post.{L - 1}"])
     return cache[f"resid_post.{L - 1}"][:, -1].double().cpu()                     # [B, d]
 
+# %% ../nbs/07_extend.ipynb #39ca976d
 def window_input_similarity(model, ids: torch.Tensor, span: int, bos_id: int | None = None) -> torch.Tensor:
     "Cosine of the last-layer state at the final position: full input vs only its last `span` tokens (BOS first if given) [n]."
     ids = as_token_batch(ids, "ids")
@@ -555,6 +583,7 @@ def window_input_similarity(model, ids: torch.Tensor, span: int, bos_id: int | N
     if bos_id is not None: short = torch.cat([torch.full((len(ids), 1), bos_id), short], 1)
     return torch.nn.functional.cosine_similarity(_last_state(model, ids), _last_state(model, short), dim=-1)
 
+# %% ../nbs/07_extend.ipynb #b664c776
 def needle_similarity(model, ids: torch.Tensor, needle: int, vocab_size: int, seed: int = 0, offset: int = 1) -> torch.Tensor:
     "Cosine of the last-layer state at the final position: full input vs the same with tokens [offset, offset+needle) random [n]."
     ids = as_token_batch(ids, "ids")

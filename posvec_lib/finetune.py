@@ -100,7 +100,7 @@ def warmup_steps(steps: int) -> int:
     "The paper's 10 warmup steps, or a quarter of the steps for very short runs."
     return min(10, steps // 4)
 
-
+# %% ../nbs/12_finetune.ipynb #0ed6676e
 def finetune_args(profile: Profile, out_dir: Path, steps: int, deepspeed: str | None = None, **kw):
     "TrainingArguments of the paper's recipe: AdamW (0.9, 0.999), no weight decay, linear schedule, 10 warmup steps, pose_lr."
     W = world_size()
@@ -114,6 +114,7 @@ def finetune_args(profile: Profile, out_dir: Path, steps: int, deepspeed: str | 
     return training_args(profile, out_dir, steps, profile.pose_batch_size // W, profile.pose_lr, warmup_steps(steps),
                          profile.seed, **base)
 
+# %% ../nbs/12_finetune.ipynb #278198a7
 def finetune_key(profile: Profile, spec: FinetuneSpec) -> str:
     "Content key of a run: spec, recipe knobs, base model folder (a content key), corpus and tokenizer."
     data = profile_data(profile)
@@ -123,6 +124,7 @@ def finetune_key(profile: Profile, spec: FinetuneSpec) -> str:
                            **({"sampler": CHUNKS_SAMPLER} if spec.method == "chunks" else {})), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
+# %% ../nbs/12_finetune.ipynb #a488b9cb
 def finetune_path(profile: Profile, spec: FinetuneSpec) -> Path:
     "Folder of a finished run (may not exist yet)."
     return cache_dir("finetune", profile.name) / f"{spec.name}-{finetune_key(profile, spec)}"
@@ -147,6 +149,7 @@ class _PPLTracker(TrainerCallback):
     def on_step_end(self, args, state, control, model=None, **kw):
         if state.global_step % self.every == 0 or state.global_step == state.max_steps: self._eval(model, state.global_step)
 
+# %% ../nbs/12_finetune.ipynb #b6cc3e26
 def _held_out(profile: Profile, Lt: int, n: int) -> torch.Tensor:
     "The first Lt tokens (BOS first) of up to n validation documents of ≥ Lt tokens."
     v = profile_data(profile).validation
@@ -154,6 +157,7 @@ def _held_out(profile: Profile, Lt: int, n: int) -> torch.Tensor:
     if n == 0: raise ValueError(f"no validation document has ≥ {Lt} tokens for the PPL-by-step log")
     return long_documents(v, Lt, n)
 
+# %% ../nbs/12_finetune.ipynb #a12c250c
 def finetune(profile: Profile, spec: FinetuneSpec, force: bool = False, deepspeed: str | None = None) -> Path:
     "Fine-tune `spec.base` to Lt = target·C with the paper's recipe (cached; manifest last); returns the run's folder."
     final = finetune_path(profile, spec)
@@ -204,10 +208,12 @@ def finetune(profile: Profile, spec: FinetuneSpec, force: bool = False, deepspee
     trainer.accelerator.wait_for_everyone()
     return _noted(final)
 
+# %% ../nbs/12_finetune.ipynb #bf484397
 def _has(final: Path, spec: FinetuneSpec) -> bool:
     "A finished entry with everything `spec` asks for (the PPL-by-step log when `eval_every`)."
     return entry_ok(final) and (not spec.eval_every or (final / "ppl_by_step.csv").exists())
 
+# %% ../nbs/12_finetune.ipynb #1bdd1cc1
 def _noted(final: Path) -> Path:
     "Record the finished run (cache key, steps, loss) among the inputs of this process's result.json."
     m = json.loads((final / "manifest.json").read_text())
@@ -216,6 +222,7 @@ def _noted(final: Path) -> Path:
     if (Path(m["base"]) / "manifest.json").exists(): note_zoo_entry(m["base"])   # the same inputs, trained now or cached
     return final
 
+# %% ../nbs/12_finetune.ipynb #099d589a
 def load_finetuned(profile: Profile, spec: FinetuneSpec, train: bool = True, attn: str = "posvec_sdpa"):
     "A finished extension run (trained first if missing and `train`), in eval mode."
     path = finetune_path(profile, spec)
@@ -225,6 +232,7 @@ def load_finetuned(profile: Profile, spec: FinetuneSpec, train: bool = True, att
     else: _noted(path)
     return LlamaForCausalLM.from_pretrained(path, attn_implementation=attn).to(resolve_device(profile)).eval()
 
+# %% ../nbs/12_finetune.ipynb #3e1fd31d
 def finetune_manifest(profile: Profile, spec: FinetuneSpec) -> dict:
     "The manifest of a finished run."
     return json.loads((finetune_path(profile, spec) / "manifest.json").read_text())
@@ -246,6 +254,7 @@ def _passkey_text(v: dict, key: int, n_pre: int, n_post: int) -> str:
     "The official layout: task, n_pre filler blocks, needle, n_post filler blocks, question, joined by the separator."
     return v["sep"].join([v["task"], v["filler"] * n_pre, v["needle"].format(k=key), v["filler"] * n_post, v["question"]])
 
+# %% ../nbs/12_finetune.ipynb #a9037281
 def passkey_prompt(tokenizer, length: int, key: int, rng: np.random.Generator, variant: str = "official", bos: bool = True,
                    exact: bool = False) -> torch.Tensor:
     """Token ids (BOS first when `bos`) of a passkey prompt: the longest official layout with whole filler blocks that fits
@@ -273,6 +282,7 @@ def passkey_prompt(tokenizer, length: int, key: int, rng: np.random.Generator, v
         n -= 1; p = min(p, n); ids = lead + enc(_passkey_text(v, key, p, n - p))
     return torch.tensor(ids, dtype=torch.long)
 
+# %% ../nbs/12_finetune.ipynb #7d816474
 def passkey_min_length(tokenizer, variant: str = "official", bos: bool = True, exact: bool = False) -> int:
     "Shortest prompt (no filler) of a variant, with a 5-digit key."
     check_choice("passkey variant", variant, list(PASSKEY_VARIANTS))
@@ -282,6 +292,7 @@ def passkey_min_length(tokenizer, variant: str = "official", bos: bool = True, e
                      len(enc(v["sep"] + v["question"]))
     return int(bos) + len(enc(_passkey_text(v, 55555, 0, 0)))
 
+# %% ../nbs/12_finetune.ipynb #5a111707
 def first_integer(text: str) -> int | None:
     "The first run of digits in `text` as an int (None when there is none)."
     m = re.search(r"\d+", text)
@@ -292,6 +303,7 @@ def _passkey_trials(tokenizer, length: int, trials: int, rng, variant: str, bos:
     keys = rng.integers(1, 50000, size=trials, endpoint=True)
     return keys, [passkey_prompt(tokenizer, length, int(k), rng, variant, bos, exact) for k in keys]
 
+# %% ../nbs/12_finetune.ipynb #a575088b
 @torch.no_grad()
 def passkey_accuracy(model, tokenizer, length: int, trials: int, seed: int = 0, variant: str = "official",
                      new_tokens: int = 10, batch_size: int = 8, bos: bool = True, exact: bool = False) -> dict:
@@ -314,6 +326,7 @@ def passkey_accuracy(model, tokenizer, length: int, trials: int, seed: int = 0, 
                 stderr=math.sqrt(acc * (1 - acc) / trials), prompt_tokens=float(np.mean([len(p) for p in prompts])),
                 answers=answers[:3], keys=[int(k) for k in keys[:3]])
 
+# %% ../nbs/12_finetune.ipynb #dcce26ac
 @torch.no_grad()
 def candidate_logprobs(model, prompt: torch.Tensor, candidates: list[list[int]], batch_size: int = 25) -> np.ndarray:
     "Log-likelihood of each candidate continuation (token ids) after `prompt` [T]: one prompt forward; its KV cache is reused and cropped back after each batch."
@@ -339,6 +352,7 @@ def candidate_logprobs(model, prompt: torch.Tensor, candidates: list[list[int]],
         scores.append((lp * mask).sum(1).cpu())
     return torch.cat(scores).double().numpy()
 
+# %% ../nbs/12_finetune.ipynb #aec68dfe
 def passkey_rank(model, tokenizer, length: int, trials: int, n_candidates: int = 100, seed: int = 0, variant: str = "official",
                  bos: bool = True, exact: bool = False, batch_size: int = 25) -> dict:
     "Graded passkey: per trial the log-likelihood rank of the true key's answer among `n_candidates` keys (the true one + random others)."
@@ -365,6 +379,7 @@ def _live_bytes(model, opt) -> int:
         n += sum(v.numel() * v.element_size() for v in st.values() if torch.is_tensor(v))
     return n
 
+# %% ../nbs/12_finetune.ipynb #f9d1f733
 def _stepper(model, batch: dict, lr: float = 1e-5):
     "A closure doing one AdamW training step of `model` on `batch` (one warm-up step done: optimizer state exists)."
     dev = next(model.parameters()).device
@@ -375,11 +390,13 @@ def _stepper(model, batch: dict, lr: float = 1e-5):
     one()
     return one, opt, dev
 
+# %% ../nbs/12_finetune.ipynb #ec177dc0
 def _timed(one, dev) -> float:
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     sync(); t = time.perf_counter(); one(); sync()
     return time.perf_counter() - t
 
+# %% ../nbs/12_finetune.ipynb #78bd44d8
 def _peak_bytes(model, opt, one, dev) -> int:
     "Peak bytes allocated by PyTorch during one step, parameters and optimizer state included."
     if dev.type == "cuda":
@@ -391,6 +408,7 @@ def _peak_bytes(model, opt, one, dev) -> int:
     ev = sorted((e.time_range.start, e.self_cpu_memory_usage) for e in prof.events() if e.self_cpu_memory_usage)
     return live + max(0, int(np.cumsum([u for _, u in ev]).max())) if ev else live
 
+# %% ../nbs/12_finetune.ipynb #eea8b70a
 def step_cost(model, batch: dict, steps: int = 3, lr: float = 1e-5) -> dict:
     "Median seconds per AdamW training step on `batch` and peak memory (bytes) of one step (after a warm-up step)."
     one, opt, dev = _stepper(model, batch, lr)
@@ -398,6 +416,7 @@ def step_cost(model, batch: dict, steps: int = 3, lr: float = 1e-5) -> dict:
     return dict(s_per_step=statistics.median(times), peak_bytes=_peak_bytes(model, opt, one, dev),
                 tokens=int(batch["input_ids"].numel()))
 
+# %% ../nbs/12_finetune.ipynb #07fa4b19
 def efficiency_comparison(model, docs: TokenizedDocs, C: int, factors=(2, 4, 8), batch_size: int = 8, bos: int = 0,
                           steps: int = 3, seed: int = 0) -> pd.DataFrame:
     "Time per step and peak memory of training at Lc, and of full-length vs PoSE at each Lt = s·Lc, measured side by side."

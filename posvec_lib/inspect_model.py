@@ -37,6 +37,7 @@ def _layers_to_show(n_layers: int, layers=None) -> list[int]:
     if bad: raise ValueError(f"layers {bad} out of range; allowed: 0..{n_layers - 1} (0-based)")
     return list(layers)
 
+# %% ../nbs/13_inspect.ipynb #ed340550
 def _pca_figure(pv, layers, name):
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, len(layers), figsize=(4.2 * len(layers), 3.8), squeeze=False)
@@ -52,6 +53,7 @@ def _pca_figure(pv, layers, name):
     fig.suptitle(f"{name}: PCA of positional vectors (positions 1..{T - 1}; position 0 projected, not fitted)")
     return fig
 
+# %% ../nbs/13_inspect.ipynb #324625b2
 def _sink_figure(st, by_dist, name):
     import matplotlib.pyplot as plt, seaborn as sns
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.2))
@@ -66,6 +68,7 @@ def _sink_figure(st, by_dist, name):
     fig.suptitle(name)
     return fig
 
+# %% ../nbs/13_inspect.ipynb #74e160d3
 @torch.no_grad()
 def inspect_model(model, tokenizer, samples: torch.Tensor, out, layers=None, n_attention: int = 8, n_initial: int = 4,
                   batch_size: int = 4, name: str = "model", progress: bool = True) -> dict:

@@ -26,6 +26,7 @@ def check_int(name: str, value):
         raise TypeError(f"{name} must be a positive integer (an int ≥ 1; not a bool, float or str), "
                         f"got {value!r} ({type(value).__name__})")
 
+# %% ../nbs/09_pose.ipynb #0e4f5271
 def check_windows(Lc: int, Lt: int):
     "Raise unless Lc, Lt are integers with 1 ≤ Lc < Lt: the target window Lt must exceed the original window Lc."
     check_int("original window Lc", Lc); check_int("target window Lt", Lt)
@@ -33,10 +34,12 @@ def check_windows(Lc: int, Lt: int):
     if Lt <= Lc: raise ValueError(f"target window Lt={Lt} must be larger than the original window Lc={Lc}; "
                                   f"allowed: Lt ≥ {Lc + 1}")
 
+# %% ../nbs/09_pose.ipynb #389ebf9b
 def check_choice(name: str, value, allowed: Sequence):
     "Raise unless `value` is one of `allowed`."
     if value not in allowed: raise ValueError(f"unknown {name} {value!r}; allowed: {list(allowed)}")
 
+# %% ../nbs/09_pose.ipynb #becdc765
 def check_chunks(n_chunks: int, Lc: int):
     "Raise unless N is an integer with 1 ≤ N ≤ Lc (every chunk holds at least one token)."
     check_int("n_chunks", n_chunks)

@@ -132,6 +132,7 @@ def _dtype(dtype) -> torch.dtype:
     if dtype not in allowed: raise ValueError(f"unknown dtype {dtype!r}; allowed: {allowed}")
     return getattr(torch, dtype)
 
+# %% ../nbs/02b_pretrained.ipynb #42e07623
 def _located(name_or_path) -> tuple[dict, str, dict]:
     "(source, folder, loader kwargs) of a model name: `model_source`, with the GGUF file named to transformers' loaders."
     src = model_source(name_or_path)                           # refuses missing paths and offline hub names, naming the value
@@ -139,6 +140,7 @@ def _located(name_or_path) -> tuple[dict, str, dict]:
     where, kw = (str(src["path"].parent), dict(gguf_file=src["path"].name)) if src["kind"] == "gguf" else (str(src["path"]), {})
     return src, where, kw
 
+# %% ../nbs/02b_pretrained.ipynb #ce8eca2e
 def load_checkpoint(name_or_path, variant: Variant | None = None, attn: str = "posvec_sdpa", dtype="float32", device=None):
     """The model alone (eval mode) of a registry name, hub name, folder or .gguf file (GGUF dequantized to `dtype`); with
     `variant`, the checkpoint is turned into that zoo variant by configuration (NoPE, window, ALiBi …)."""
@@ -152,6 +154,7 @@ def load_checkpoint(name_or_path, variant: Variant | None = None, attn: str = "p
     model = AutoModelForCausalLM.from_pretrained(where, config=cfg, dtype=dt, attn_implementation=attn, **kw).eval()
     return model.to(device) if device is not None else model
 
+# %% ../nbs/02b_pretrained.ipynb #39afece4
 def load_pretrained(name_or_path, dtype="float32", attn: str = "posvec_sdpa", device=None, variant: Variant | None = None):
     """(model, tokenizer) for a registry name, hub name, folder or .gguf file: `load_checkpoint` and the model's own
     tokenizer, with where they came from recorded (`model.posvec_source`, `note_input`)."""
@@ -167,6 +170,7 @@ def load_pretrained(name_or_path, dtype="float32", attn: str = "posvec_sdpa", de
     note_input("pretrained", model.posvec_source["name"], kind=src["kind"], path=str(src["path"]), dtype=str(dt).replace("torch.", ""))
     return (model.to(device) if device is not None else model), tok
 
+# %% ../nbs/02b_pretrained.ipynb #c51fdf68
 def uses_bos(tokenizer) -> bool:
     "Does the tokenizer put a BOS token first by itself (Llama's <s>)? Then samples and prompts start with it."
     return len(tokenizer("a")["input_ids"]) > len(tokenizer("a", add_special_tokens=False)["input_ids"])

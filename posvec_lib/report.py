@@ -91,6 +91,7 @@ def fmt_pct(x, missing: str = "n/a") -> str:
 def _split3(d) -> str:
     return " / ".join(f"{(d or {}).get(s, '?'):,}" if isinstance((d or {}).get(s), int) else "?" for s in ("train", "validation", "test"))
 
+# %% ../nbs/11a_report.ipynb #f4bc728a
 def _summary_lines(D) -> list[str]:
     c, L = D["counts"], D["listing"]
     nd = D["not_done"]
@@ -105,6 +106,7 @@ def _summary_lines(D) -> list[str]:
              + "".join(f" {r['status']['artifact']}: {r['status']['problem']}." for r in D["rows"] if r["status"].get("problem"))
              if nd else f"Artifacts: all {len(D['rows'])} done.")]
 
+# %% ../nbs/11a_report.ipynb #3a282228
 def _setup_tables(D) -> list[tuple[str, list[str], list[list[str]]]]:
     "The setup block as (title, header, rows) tables; shared by the Markdown and HTML reports."
     P, t = D["profile"], []
@@ -143,6 +145,7 @@ def _setup_tables(D) -> list[tuple[str, list[str], list[list[str]]]]:
          (r["run"].get("commit") or "")[:12]] for r in D["rows"]]))
     return t
 
+# %% ../nbs/11a_report.ipynb #5f4636be
 def _md_table(header, rows) -> list[str]:
     cell = lambda x: str(x).replace("|", "\\|").replace("\n", " ")
     return ["| " + " | ".join(map(cell, header)) + " |", "| " + " | ".join("---" for _ in header) + " |"] + \
@@ -151,6 +154,7 @@ def _md_table(header, rows) -> list[str]:
 VERDICT_ORDER = (("fails", "Claims that fail"), ("holds", "Claims that hold"),
                  ("not measurable", "Claims not measurable at this scale"))
 
+# %% ../nbs/11a_report.ipynb #c48f235d
 def _verdict_groups(D) -> list[tuple[str, list[tuple[str, dict]]]]:
     "Every recorded check as (heading, [(artifact, claim record)]): claims by verdict, then sanity facts, then wall-clock checks."
     vol = {}
@@ -165,13 +169,16 @@ def _verdict_groups(D) -> list[tuple[str, list[tuple[str, dict]]]]:
     out.append(("Wall-clock checks (depend on the machine's load; not counted)", [(a, c) for a, c, w in allc if w]))
     return [(t, g) for t, g in out if g]
 
+# %% ../nbs/11a_report.ipynb #e9712545
 def _claim_md(c) -> str:
     "A claim cell: the claim, then the paper's sentence and the threshold's source when the check recorded them."
     return c["claim"] + "".join(f"<br>*{k}:* {c[k]}" for k in ("paper", "threshold") if c.get(k))
 
+# %% ../nbs/11a_report.ipynb #e861828f
 def _claim_html(c, esc) -> str:
     return esc(c["claim"]) + "".join(f"<div class={k}><i>{k}:</i> {esc(c[k])}</div>" for k in ("paper", "threshold") if c.get(k))
 
+# %% ../nbs/11a_report.ipynb #f2e351aa
 def _status_line(r) -> str:
     a, run = r["status"], r["run"]
     s = f"status: {a['status']}"
@@ -180,6 +187,7 @@ def _status_line(r) -> str:
     if run.get("commit"): s += f", commit {run['commit'][:12]}"
     return s
 
+# %% ../nbs/11a_report.ipynb #5c0af919
 def write_report(profile: str | Profile = "cpu") -> Path:
     "figures/<profile>/REPORT.md (+ REPORT.html): summary, setup, findings, then each artifact's figures, tables and claims."
     P = get_profile(profile) if isinstance(profile, str) else profile
@@ -222,6 +230,7 @@ def _md_inline(text: str) -> str:
     t = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", t)
     return re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"<i>\1</i>", t)
 
+# %% ../nbs/11a_report.ipynb #4dfe0490
 def write_html_report(P: Profile, D: dict) -> Path:
     "figures/<profile>/REPORT.html: the same content as REPORT.md, self-contained (images embedded)."
     import base64, html, re, pandas as pd
@@ -269,6 +278,7 @@ def write_html_report(P: Profile, D: dict) -> Path:
     doc = f"<!doctype html><html><head><meta charset=utf-8><title>posvec report — {esc(P.name)}</title><style>{css}</style></head><body>{''.join(parts)}</body></html>"
     return atomic_write(root / "REPORT.html", doc)
 
+# %% ../nbs/11a_report.ipynb #e4056c6d
 def _fmt(v):
     if isinstance(v, float): return f"{v:.4g}"
     if isinstance(v, (list, tuple)) and len(v) > 8: return f"[{', '.join(_fmt(x) for x in v[:8])}, …]"

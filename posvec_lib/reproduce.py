@@ -373,8 +373,10 @@ def _leaves(obj, prefix: str = "") -> dict:
     elif isinstance(obj, (int, float)) and not isinstance(obj, bool): out[prefix] = float(obj)
     return out
 
+# %% ../nbs/11_reproduce.ipynb #b9370837
 def _same(x: float, y: float) -> bool: return x == y or (x != x and y != y)      # NaN (not measured) on both sides is no change
 
+# %% ../nbs/11_reproduce.ipynb #1eb440df
 def _noise_of(values: dict, key: str):
     "The noise estimate recorded beside a claim's value `key` (`key_noise`, the estimate's `_noise` for its `_lo`/`_hi`, or `noise`)."
     base = key[:-3] if key.endswith(("_lo", "_hi")) else key
@@ -383,6 +385,7 @@ def _noise_of(values: dict, key: str):
         if isinstance(v, (int, float)) and not isinstance(v, bool) and k != key: return abs(float(v))
     return None
 
+# %% ../nbs/11_reproduce.ipynb #2a1f0713
 def compare_results(ref: dict, new: dict, top: int = 3) -> dict:
     """How a new result agrees with a reference one (e.g. the committed figures): 'identical' (every number and verdict equal),
     'within noise' (same verdicts; every claim value that moved moved by at most its recorded noise estimate) or 'different'.
@@ -532,6 +535,7 @@ def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False, ov
         upgrade_keys(P)
         return _run_batch(P, arts, force, overrides, report, trust_committed)
 
+# %% ../nbs/11_reproduce.ipynb #43866edd
 def _reference(art: Artifact, P: Profile) -> dict | None:
     "The result an artifact's rerun is compared with: the one in its folder now (the committed one on a fresh clone), with its commit."
     d = figures_dir(P, art.name, create=False)
@@ -539,6 +543,7 @@ def _reference(art: Artifact, P: Profile) -> dict | None:
     if res is None: return None
     return dict(result=res, commit=(read_record(d / "run.json")[0] or {}).get("commit", ""), status=status(art, P)["status"])
 
+# %% ../nbs/11_reproduce.ipynb #718dfcf3
 def _run_batch(P: Profile, arts: list, force: bool, overrides: dict | None, report: bool, trust_committed: bool = False) -> dict:
     log_dir = project_root() / "runs" / P.results_name; log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
@@ -606,12 +611,14 @@ def _hub_sizes() -> dict:
     import csv
     return {r["hub"]: float(r["parameters_billion"]) for r in csv.DictReader(f.open())}
 
+# %% ../nbs/11_reproduce.ipynb #56827144
 def _in_hub_cache(name: str) -> bool:
     try: from huggingface_hub.constants import HF_HUB_CACHE
     except ImportError: return False
     repo = name.split(":")[0].replace("/", "--")
     return any((Path(HF_HUB_CACHE) / f"{kind}--{repo}").is_dir() for kind in ("models", "datasets"))
 
+# %% ../nbs/11_reproduce.ipynb #52f015f8
 def _finetune_runs(recorded: Profile) -> dict:
     "The fine-tunes the experiment notebooks request, by run name, with the artifacts that use them (from recorded results)."
     runs = {}
@@ -620,12 +627,14 @@ def _finetune_runs(recorded: Profile) -> dict:
         for name in res.get("inputs", {}).get("finetuned", {}): runs.setdefault(name, []).append(res_file.parent.name)
     return runs
 
+# %% ../nbs/11_reproduce.ipynb #2d03a7f8
 def _parse_run(name: str, zoo: tuple) -> dict | None:
     "'rope-full-length-linear-8x' -> base rope, method full-length, interpolation linear, target 8."
     base = max((z for z in zoo if name.startswith(z + "-")), key=len, default=None)
     m = _re.fullmatch(r"(.+)-([a-z_]+)-(\d+)x", name[len(base) + 1:]) if base else None
     return dict(base=base, method=m[1], interpolation=m[2], target=int(m[3])) if m else None
 
+# %% ../nbs/11_reproduce.ipynb #d821c955
 def _deepspeed_check(P: Profile) -> str:
     "configs/ds_zero3.json with its 'auto' values filled from the profile's fine-tuning recipe, parsed by DeepSpeed's own config parser."
     try:
@@ -647,6 +656,7 @@ def _deepspeed_check(P: Profile) -> str:
     return (f"configs/ds_zero3.json parsed by DeepSpeed {deepspeed.__version__} with the recipe filled in: ZeRO stage "
             f"{c.zero_optimization_stage}, {c.train_batch_size} sequences per step in this process; running ZeRO-3 stays GPU-only")
 
+# %% ../nbs/11_reproduce.ipynb #1a3737b5
 def profile_plan(P: Profile, recorded: str = "cpu", code_path: bool = False) -> dict:
     "What a batch of profile `P` fetches, trains and costs (estimates, with their assumptions), and the checks done without a GPU."
     sizes, g = _hub_sizes(), GPU_ASSUMPTION
@@ -803,6 +813,7 @@ def _profile_of(a) -> Profile:
     if a.profile not in PROFILES: raise ValueError(f"unknown profile {a.profile!r}; allowed profiles: {sorted(PROFILES)}")
     return get_profile(a.profile, **parse_sets(a.set))
 
+# %% ../nbs/11_reproduce.ipynb #7f092c6a
 def _print_listing(L: dict):
     print(f"profile {L['profile']}" + (f" (results in figures/{L['results']}/)" if L.get("results", L["profile"]) != L["profile"] else ""))
     for s in L["artifacts"]:
@@ -813,6 +824,7 @@ def _print_listing(L: dict):
             if s.get(k): print(f"  {'':<16} {s[k]}")
     print(f"paper items covered: {len(PAPER_ITEMS) - len(L['missing'])}/{len(PAPER_ITEMS)}; missing: {', '.join(L['missing']) or 'none'}")
 
+# %% ../nbs/11_reproduce.ipynb #7b484c32
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `posvec` command."
     ap = argparse.ArgumentParser(prog="posvec", description="Reproduce the positional-vector and PoSE papers.")

@@ -56,14 +56,17 @@ def ntk_scaled_base(base: float, factor: float, dim: int) -> float:
     "Static NTK-aware base b·s^(d/(d-2)), d the rotary (head) dimension."
     return base * factor ** (dim / (dim - 2))
 
+# %% ../nbs/08_rope.ipynb #1401501f
 def _rope_dict(config, layer_type=None) -> dict:
     p = config.rope_parameters
     return p[layer_type] if layer_type is not None else p
 
+# %% ../nbs/08_rope.ipynb #e62c928b
 def _rotary_dim(config, p) -> int:
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     return int(head_dim * p.get("partial_rotary_factor", 1.0))
 
+# %% ../nbs/08_rope.ipynb #6526de22
 def _compute_ntk_static_parameters(config, device=None, seq_len=None, layer_type=None, **kwargs):
     "RoPE init for static NTK-aware scaling: default RoPE with base b·s^(d/(d-2)); no attention scaling."
     p = _rope_dict(config, layer_type)

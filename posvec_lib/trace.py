@@ -58,6 +58,7 @@ HOOK_POINTS = {                     # name -> what the hook sees at decoder laye
     "resid_post": "the residual stream leaving layer l, before the final norm [B, T, d]",
 }
 
+# %% ../nbs/04_trace.ipynb #d1452328
 def hook_point(name: str, n_layers: int) -> tuple[str, int]:
     "(kind, layer) of a hook point name `kind.l`; a ValueError naming the allowed ones otherwise."
     kind, _, l = str(name).partition(".")
@@ -67,6 +68,7 @@ def hook_point(name: str, n_layers: int) -> tuple[str, int]:
 
 _EAGER = {"posvec_sdpa": "posvec_eager", "sdpa": "eager", "flash_attention_2": "eager"}
 
+# %% ../nbs/04_trace.ipynb #9773851c
 def _install(layer, kind: str, name: str, fn) -> list:
     "Register the torch hook of one point: fn(tensor, name) returns a replacement tensor or None (keep)."
     at = layer.self_attn
@@ -94,6 +96,7 @@ def _install(layer, kind: str, name: str, fn) -> list:
         return (new, *out[1:]) if isinstance(out, tuple) else new
     return [target.register_forward_hook(post)]
 
+# %% ../nbs/04_trace.ipynb #873accf7
 @contextmanager
 def hooks(model, fwd: dict[str, Callable] | None = None):
     """Install `{point: fn(tensor, name) -> new tensor or None}` at the named hook points (`HOOK_POINTS`, e.g. `resid_post.3`);
@@ -112,6 +115,7 @@ def hooks(model, fwd: dict[str, Callable] | None = None):
         for h in handles: h.remove()
         if eager: model.set_attn_implementation(was)
 
+# %% ../nbs/04_trace.ipynb #44c92ba0
 @torch.no_grad()
 def run_with_cache(model, ids: torch.Tensor, names: list[str] | None = None, **kw):
     "Forward `ids` [B, T]; returns (output, cache) with cache[name] = captured tensor (resid_post.* by default)."
@@ -125,6 +129,7 @@ def run_with_cache(model, ids: torch.Tensor, names: list[str] | None = None, **k
         out = model(ids, attention_mask=torch.ones_like(ids), output_attentions=need_attn, **kw)
     return out, cache
 
+# %% ../nbs/04_trace.ipynb #9cbe3d8b
 def run_with_hooks(model, ids: torch.Tensor, edits: dict[str, Callable], **kw):
     "Forward `ids` with edits `{point: fn(tensor, name) -> new tensor or None}` applied (see `hooks`); returns the output."
     ids = as_token_batch(ids, "ids")

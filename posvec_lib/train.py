@@ -42,6 +42,7 @@ def build_model(profile: Profile, variant: Variant, vocab_size: int, seed: int |
     seed_everything(profile.seed if seed is None else seed)
     return LlamaForCausalLM(model_config(profile, variant, vocab_size, attn))
 
+# %% ../nbs/03_train.ipynb #b606e6c4
 class _LossLog(TrainerCallback):
     "Progress line with loss and tokens seen (Trainer's own tqdm bar shows steps)."
     def __init__(self, tokens_per_step): self.tps, self.t0 = tokens_per_step, time.time()
@@ -50,6 +51,7 @@ class _LossLog(TrainerCallback):
             print(f"step {state.global_step}/{state.max_steps} loss {logs['loss']:.3f} "
                   f"tokens {state.global_step * self.tps:,} ({time.time() - self.t0:.0f}s)", flush=True)
 
+# %% ../nbs/03_train.ipynb #e8e1b2cd
 def training_args(profile: Profile, out_dir: Path, steps: int, batch_size: int, lr: float, warmup: int,
                   seed: int, **kw) -> TrainingArguments:
     "TrainingArguments of the zoo recipe (AdamW, cosine schedule, periodic checkpoints for resuming)."
@@ -63,6 +65,7 @@ def training_args(profile: Profile, out_dir: Path, steps: int, batch_size: int, 
     base.update(kw)
     return TrainingArguments(**base)
 
+# %% ../nbs/03_train.ipynb #e18260cd
 def last_checkpoint(folder) -> str | None:
     "The newest complete Trainer checkpoint in `folder` (its trainer_state.json, written last, exists); incomplete ones are deleted."
     folder, done = Path(folder), []
@@ -155,6 +158,7 @@ def _start_model(profile: Profile, name: str, recipe: dict, vocab_size: int, see
     seed_everything(seed)
     return load_checkpoint(base, v, dtype=torch.float32), base
 
+# %% ../nbs/03_train.ipynb #f3e9b315
 def _training_windows(profile: Profile, data, steps: int, seed: int):
     "The training windows: random C-token windows, with a `recall_share` of key-value recall windows when set."
     n = steps * profile.batch_size
@@ -162,6 +166,7 @@ def _training_windows(profile: Profile, data, steps: int, seed: int):
     from posvec_lib.retrieval import RecallWindows
     return RecallWindows(data.train, data.tokenizer, profile.C, n, profile.recall_share, seed=seed)
 
+# %% ../nbs/03_train.ipynb #f9f58df9
 def train_zoo_model(profile: Profile, name: str, force: bool = False) -> Path:
     """Build one zoo entry by its recipe (`zoo_recipe`: from scratch, or continual from the RoPE base, trained first when
     missing), or resume it; save it with its manifest; returns its folder. Under `accelerate launch` / torchrun every
