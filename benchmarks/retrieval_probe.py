@@ -32,14 +32,14 @@ from posvec_lib.train import build_model, training_args, token_nll, zoo_path, lo
 from posvec_lib.variants import zoo_variants
 from posvec_lib.finetune import passkey_accuracy, passkey_rank
 from posvec_lib.retrieval import RecallWindows, recall_accuracy
-from posvec_lib.config import entry_ok
+from posvec_lib.config import entry_ok, sample_seed
 
 
 def measure(P, data, model, label: str, share: float, steps: int, wall: float) -> dict:
     tok, C = data.tokenizer, P.C
     acc = passkey_accuracy(model, tok, C, 50, variant="code")
     rank = passkey_rank(model, tok, C, 50, n_candidates=P.passkey_candidates, variant="code")
-    val = fixed_length_samples(data.validation, C, P.eval_samples, seed=1234)
+    val = fixed_length_samples(data.validation, C, P.eval_samples, seed=sample_seed(P, "validation_ppl"))
     ppl = float(token_nll(model, val, batch_size=16).mean().exp())
     se = math.sqrt(max(acc["accuracy"] * (1 - acc["accuracy"]), 1e-12) / 50)
     rec = recall_accuracy(model, data.validation, tok, C, 100, seed=1)

@@ -293,7 +293,11 @@ SAMPLE_SEEDS = dict(                 # offsets to the profile seed, one per name
     icl_repetition=41,               # repeated-sequence inputs, + k for repetition count k (A_rebuttal_icl)
     needle_test=51,                  # test windows for the needle / window-input similarity (A_rebuttal_icl)
     coverage_paper=1,                # Monte Carlo at the paper's lengths (pose_coverage)
-    pretrained_positional=61, pretrained_ppl=62, pretrained_icl=63, pretrained_passkey=64)   # the pretrained model's sets
+    pretrained_positional=61, pretrained_ppl=62, pretrained_icl=63, pretrained_passkey=64,   # the pretrained model's sets
+    reference=31,                    # validation windows of A's reference positional vectors (extend.reference_samples)
+    search=32,                       # validation windows of the extension-setting searches (extend.tuned_setting)
+    replicate=35,                    # the independent replicate of the reference windows (extend.replicate_samples)
+    validation_ppl=1234)             # held-out windows of every zoo entry's validation PPL (train, the zoo table)
 
 def sample_seed(profile: Profile, name: str, k: int = 0) -> int:
     "Seed of the named sample set (`SAMPLE_SEEDS`): the profile's seed + its offset (+ `k` within a family of sets)."

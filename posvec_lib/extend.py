@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import torch
 from transformers import PretrainedConfig
-from .config import Profile, cache_dir, write_json, atomic_write, load_sealed, seal, decide, decide_all
+from .config import Profile, SAMPLE_SEEDS, cache_dir, write_json, atomic_write, load_sealed, seal, decide, decide_all
 from .trace import Extension, active_extensions, hooks, run_with_cache, decoder_layers, as_token_batch
 from .decompose import PositionalVectors, positional_vectors, cosine_matrix
 from .rope import apply_interpolation
@@ -453,12 +453,12 @@ def _zoo():
     return profile_data, fixed_length_samples, load_zoo_model, zoo_path
 
 # %% ../nbs/07_extend.ipynb #45c05a16
-def reference_samples(P: Profile, T: int | None = None, n: int | None = None, split: str = "validation", seed: int = 31):
+def reference_samples(P: Profile, T: int | None = None, n: int | None = None, split: str = "validation", seed: int = SAMPLE_SEEDS["reference"]):
     "Fixed BOS-first samples [n, T] of a split (default: validation, n_samples of max_factor·C tokens)."
     profile_data, fixed_length_samples, *_ = _zoo()
     return fixed_length_samples(getattr(profile_data(P), split), T or P.max_factor * P.C, n or P.n_samples, seed=P.seed + seed)
 
-REPLICATE_SEEDS = (31, 35)   # sample seeds (offsets to the profile seed) of the reference and the independent replicate
+REPLICATE_SEEDS = (SAMPLE_SEEDS["reference"], SAMPLE_SEEDS["replicate"])   # offsets to the profile seed (config.SAMPLE_SEEDS)
 
 # %% ../nbs/07_extend.ipynb #00105481
 def replicate_samples(P: Profile, T: int | None = None) -> torch.Tensor:
@@ -504,7 +504,7 @@ def tuned_setting(P: Profile, name: str, method: str, T: int, model=None, grid: 
     path = cache_dir("extend", P.name) / f"{name}-{method}-T{T}-{key}.json"
     hit = load_sealed(path, lambda p: json.loads(p.read_text()), "extension search cache")
     if hit is not None: return hit
-    samples = reference_samples(P, T, n, seed=32)
+    samples = reference_samples(P, T, n, seed=SAMPLE_SEEDS["search"])
     fixed = dict(pv=reference_positional_vectors(P, model)) if method == "replacement" else {}
     df = ppl_search(model, samples, method, grid, **fixed)
     best = {k: (v.item() if hasattr(v, "item") else v) for k, v in df.iloc[0].items() if k != "ppl"}

@@ -12,7 +12,8 @@ import torch
 from tqdm.auto import tqdm
 from transformers import LlamaForCausalLM, Trainer, TrainingArguments, TrainerCallback
 from .config import (Profile, get_profile, cache_dir, write_json, seed_everything, resolve_device, torch_dtype,
-                               remove_cache_entry, oom_hint, note_input, ZOO_VARIANTS, entry_ok, seal, disk_errors, parse_sets, in_notebook)
+                               remove_cache_entry, oom_hint, note_input, ZOO_VARIANTS, entry_ok, seal, disk_errors, parse_sets, in_notebook,
+                               sample_seed)
 from .data import profile_data, RandomWindows, fixed_length_samples
 from .variants import Variant, zoo_variants, model_config, set_attention
 
@@ -193,7 +194,7 @@ def train_zoo_model(profile: Profile, name: str, force: bool = False) -> Path:
     wall = time.time() - t0
     if main:
         # validation PPL at C on fixed held-out windows
-        val = fixed_length_samples(data.validation, profile.C, profile.eval_samples, seed=1234)
+        val = fixed_length_samples(data.validation, profile.C, profile.eval_samples, seed=sample_seed(profile, "validation_ppl"))
         val_ppl = float(token_nll(model, val, batch_size=16).mean().exp())
         log = pd.DataFrame([h for h in trainer.state.log_history if "loss" in h])
         tmp = final.with_name(final.name + ".tmp")
