@@ -9,7 +9,7 @@ import torch
 from .data import TokenizedDocs, fixed_length_samples
 
 # %% auto #0
-__all__ = ['RECALL_NAMES', 'recall_window', 'RecallWindows', 'recall_accuracy']
+__all__ = ['RECALL_NAMES', 'recall_window', 'copy_window', 'RecallWindows', 'recall_accuracy', 'copy_accuracy']
 
 # %% ../nbs/03b_retrieval.ipynb #9fa0e724
 RECALL_NAMES = ("key", "value", "secret", "token", "code", "number", "port", "count", "offset", "size", "limit", "seed",
@@ -40,17 +40,39 @@ def recall_window(docs: TokenizedDocs, tokenizer, length: int, rng: np.random.Ge
     head = enc(f"\nassert {names[ask]} ==")
     return out, (length - len(question) + len(head) if question[:len(head)] == head else None), int(vals[ask])
 
+# %% ../nbs/03b_retrieval.ipynb #d309ed33
+def copy_window(docs: TokenizedDocs, length: int, rng: np.random.Generator, span: tuple[int, int] | None = None,
+                with_start: bool = False):
+    """One copy window of exactly `length` tokens: BOS, a stretch a of training code (n ~ U[span], default length/8 … length/2 − 1
+    tokens), other code g, then a again. `with_start`: also return the index where the second copy starts."""
+    lo, hi = span or (max(1, length // 8), length // 2)
+    if not 1 <= lo < hi or 1 + 2 * (hi - 1) > length: raise ValueError(f"span {(lo, hi)} does not fit twice in length={length}")
+    n = int(rng.integers(lo, hi))
+    a = fixed_length_samples(docs, n, 1, seed=int(rng.integers(2**31)), bos=False)[0].tolist()
+    G = length - 1 - 2 * n
+    g = fixed_length_samples(docs, G, 1, seed=int(rng.integers(2**31)), bos=False)[0].tolist() if G > 0 else []
+    out = torch.tensor([docs.bos_id] + a + g + a, dtype=torch.long)                   # [length]
+    return (out, 1 + n + G) if with_start else out
+
 # %% ../nbs/03b_retrieval.ipynb #145203f9
 class RecallWindows(torch.utils.data.Dataset):
-    """`data.RandomWindows` with a share of recall windows: item i is a recall window when a draw of rng(seed, i) falls
-    below `share`, else exactly RandomWindows' item i. A pure function of (seed, i), so resuming is exact."""
-    def __init__(self, docs: TokenizedDocs, tokenizer, length: int, n: int, share: float, seed: int = 0, max_pairs: int = 3):
+    """`data.RandomWindows` with a share of recall windows and of copy windows: item i is a recall window when a draw u of
+    rng(seed, i) falls below `share`, a copy window when share ≤ u < share + `copy_share`, else exactly RandomWindows' item i.
+    A pure function of (seed, i), so resuming is exact."""
+    def __init__(self, docs: TokenizedDocs, tokenizer, length: int, n: int, share: float, seed: int = 0, max_pairs: int = 3,
+                 copy_share: float = 0.0):
         if not 0 <= share <= 1: raise ValueError(f"share={share} must be in [0, 1] (the fraction of recall windows)")
+        if not (0 <= copy_share and share + copy_share <= 1):
+            raise ValueError(f"copy_share={copy_share} must be ≥ 0 with share + copy_share ≤ 1 (share={share})")
         self.docs, self.tok, self.length, self.n, self.share, self.seed, self.max_pairs = docs, tokenizer, length, n, share, seed, max_pairs
+        self.copy_share = copy_share
     def __len__(self): return self.n
-    def is_recall(self, i: int) -> bool: return bool(np.random.default_rng([self.seed, i, 7]).random() < self.share)
+    def _draw(self, i: int) -> float: return float(np.random.default_rng([self.seed, i, 7]).random())
+    def is_recall(self, i: int) -> bool: return self._draw(i) < self.share
+    def is_copy(self, i: int) -> bool: return self.share <= self._draw(i) < self.share + self.copy_share
     def __getitem__(self, i):
         if self.is_recall(i): x = recall_window(self.docs, self.tok, self.length, np.random.default_rng([self.seed, i]), self.max_pairs)
+        elif self.is_copy(i): x = copy_window(self.docs, self.length, np.random.default_rng([self.seed, i, 11]))
         else: x = fixed_length_samples(self.docs, self.length, 1, seed=self.seed * 1_000_003 + i)[0]
         return {"input_ids": x, "labels": x.clone(), "attention_mask": torch.ones_like(x)}
 
@@ -72,3 +94,18 @@ def recall_accuracy(model, docs: TokenizedDocs, tokenizer, length: int, n: int, 
         hits += bool(m and int(m.group()) == val); scored += 1
     if not scored: raise ValueError("no recall window could be split at its value with this tokenizer")
     return dict(accuracy=hits / scored, windows=scored, se=float(np.sqrt(max(hits / scored * (1 - hits / scored), 1e-12) / scored)))
+
+# %% ../nbs/03b_retrieval.ipynb #d16ceaf0
+@torch.no_grad()
+def copy_accuracy(model, docs: TokenizedDocs, length: int, n: int, seed: int = 0, batch_size: int = 16) -> dict:
+    "Greedy next-token accuracy inside the second copy of `n` held-out copy windows (use a held-out split), with its standard error over windows."
+    was = model.training; model.eval(); dev = next(model.parameters()).device
+    per = []
+    for s in range(0, n, batch_size):
+        ws = [copy_window(docs, length, np.random.default_rng([seed, i]), with_start=True) for i in range(s, min(n, s + batch_size))]
+        x = torch.stack([w for w, _ in ws]).to(dev)                                   # [b, length]
+        pred = model(x, attention_mask=torch.ones_like(x)).logits.argmax(-1)          # [b, length]
+        for (w, st), p in zip(ws, pred.cpu()): per.append(float((p[st:-1] == w[st + 1:]).float().mean()))
+    model.train(was)
+    a = np.asarray(per)
+    return dict(accuracy=float(a.mean()), se=float(a.std(ddof=1) / np.sqrt(len(a))) if len(a) > 1 else float("nan"), windows=len(a))

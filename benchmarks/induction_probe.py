@@ -1,0 +1,90 @@
+"""Probe (not a test, not the zoo): does the zoo's RoPE architecture learn to *copy* (induction, what passkey retrieval rests
+on) within the base model's training budget, when copy windows (posvec_lib.retrieval.copy_window) are mixed into its
+pre-training? Issue 13's passkey target (>= 90 % at C) cannot be met by a model that cannot copy.
+
+    python benchmarks/induction_probe.py --profile cpu --copy 0.5 --recall 0.1 --every 100 --out benchmarks/induction-probe-cpu.csv
+
+It trains one RoPE model of the zoo's size (train.build_model, train.training_args, the Trainer, the profile's batch, lr
+and warmup) from scratch for `--steps` (default: the profile's train_steps, the base's budget) on
+`retrieval.RecallWindows` with a `--copy` share of copy windows and a `--recall` share of key-value recall windows, the
+windows built before training. Every `--every` steps it measures `retrieval.copy_accuracy` (greedy next-token accuracy
+inside the second copy of 64 held-out copy windows, with its standard error): a model that copies approaches 1, one
+that only knows the language stays near its plain next-token accuracy. At the end: passkey exact match at C with the
+official and the code prompt (finetune.passkey_accuracy, 50 keys each), the recall format's own exact match
+(retrieval.recall_accuracy, 100 windows) and the validation PPL at C (`validation_ppl` windows). One CSV row per
+measurement step (`kind` = curve) and one for the end (`kind` = final); rows of a run are replaced when it is rerun.
+"""
+import argparse, csv, math, tempfile, time
+from pathlib import Path
+import torch
+from transformers import Trainer, TrainerCallback
+from posvec_lib.config import get_profile, sample_seed
+from posvec_lib.data import profile_data, fixed_length_samples
+from posvec_lib.train import build_model, training_args, token_nll
+from posvec_lib.variants import zoo_variants
+from posvec_lib.finetune import passkey_accuracy, passkey_min_length
+from posvec_lib.retrieval import RecallWindows, copy_accuracy, recall_accuracy
+
+
+class CopyCurve(TrainerCallback):
+    "copy_accuracy on held-out copy windows every `every` steps."
+    def __init__(self, model, docs, length, every, n=64):
+        self.model, self.docs, self.length, self.every, self.n, self.rows, self.t0 = model, docs, length, every, n, [], time.time()
+    def on_step_end(self, args, state, control, **kw):
+        if state.global_step % self.every == 0 or state.global_step == state.max_steps:
+            r = copy_accuracy(self.model, self.docs, self.length, self.n, seed=1)
+            loss = next((h["loss"] for h in reversed(state.log_history) if "loss" in h), float("nan"))
+            self.rows.append(dict(step=state.global_step, copy_accuracy=round(r["accuracy"], 4), copy_accuracy_se=round(r["se"], 4),
+                                  train_loss=loss, elapsed_s=round(time.time() - self.t0, 1)))
+            print(self.rows[-1], flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--profile", default="cpu")
+    ap.add_argument("--copy", type=float, default=0.5, help="share of copy windows")
+    ap.add_argument("--recall", type=float, default=0.1, help="share of key-value recall windows")
+    ap.add_argument("--steps", type=int, default=None, help="default: the profile's train_steps")
+    ap.add_argument("--every", type=int, default=100)
+    ap.add_argument("--out", type=Path, default=None)
+    a = ap.parse_args()
+    if not (0 <= a.copy and 0 <= a.recall and a.copy + a.recall <= 1):
+        ap.error(f"--copy {a.copy} --recall {a.recall}: allowed: shares ≥ 0 with copy + recall ≤ 1")
+    P = get_profile(a.profile); data = profile_data(P); steps = a.steps or P.train_steps; C = P.C
+    torch.set_num_threads(P.threads)
+    ds = RecallWindows(data.train, data.tokenizer, C, steps * P.batch_size, share=a.recall, seed=P.seed, copy_share=a.copy)
+    t0 = time.time(); items = [ds[i] for i in range(len(ds))]; prep = time.time() - t0
+    model = build_model(P, zoo_variants(P)["rope"], len(data.tokenizer), seed=P.seed)
+    curve = CopyCurve(model, data.validation, C, a.every)
+    with tempfile.TemporaryDirectory() as d:
+        args = training_args(P, Path(d), steps, P.batch_size, P.lr, P.warmup_steps, P.seed, save_strategy="no", disable_tqdm=True,
+                             logging_steps=min(50, a.every))
+        t0 = time.time(); Trainer(model=model, args=args, train_dataset=items, callbacks=[curve]).train(); wall = time.time() - t0
+    model.eval()
+    tok = data.tokenizer
+    fits = lambda v: C >= passkey_min_length(tok, v)                  # NaN where a prompt does not fit in C (smoke)
+    off = passkey_accuracy(model, tok, C, 50, variant="official")["accuracy"] if fits("official") else float("nan")
+    code = passkey_accuracy(model, tok, C, 50, variant="code")["accuracy"] if fits("code") else float("nan")
+    try: rec = recall_accuracy(model, data.validation, tok, C, 100, seed=1)
+    except ValueError: rec = dict(accuracy=float("nan"))
+    val = fixed_length_samples(data.validation, C, P.eval_samples, seed=sample_seed(P, "validation_ppl"))
+    ppl = float(token_nll(model, val, batch_size=16).mean().exp())
+    run = f"RoPE, {a.copy:.0%} copy + {a.recall:.0%} recall windows, {steps} steps"
+    se = lambda p, n: round(math.sqrt(max(p * (1 - p), 1e-12) / n), 3)
+    rows = [dict(run=run, kind="curve", **r) for r in curve.rows]
+    rows.append(dict(run=run, kind="final", step=steps, copy_accuracy=curve.rows[-1]["copy_accuracy"],
+                     copy_accuracy_se=curve.rows[-1]["copy_accuracy_se"], elapsed_s=round(wall, 1), prep_s=round(prep, 1),
+                     tokens_seen=steps * C * P.batch_size, passkey_official_1C=off, passkey_official_1C_se=se(off, 50),
+                     passkey_code_1C=code, passkey_code_1C_se=se(code, 50), recall_format_1C=round(rec["accuracy"], 3),
+                     val_ppl_C=round(ppl, 2)))
+    print(rows[-1], flush=True)
+    if a.out:                                  # one block of rows per run; a rerun replaces its own rows
+        old = list(csv.DictReader(a.out.open())) if a.out.exists() else []
+        keep = [r for r in old if r["run"] != run]
+        fields = list(dict.fromkeys(k for r in keep + rows for k in r))
+        with a.out.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=fields, restval=""); w.writeheader(); w.writerows(keep + rows)
+
+
+if __name__ == "__main__":
+    main()
