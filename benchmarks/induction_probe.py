@@ -8,8 +8,9 @@ It trains one RoPE model of the zoo's size (train.build_model, train.training_ar
 and warmup) from scratch for `--steps` (default: the profile's train_steps, the base's budget) on
 `retrieval.RecallWindows` with a `--copy` share of copy windows and a `--recall` share of key-value recall windows, the
 windows built before training. Every `--every` steps it measures `retrieval.copy_accuracy` (greedy next-token accuracy
-inside the second copy of 64 held-out copy windows, with its standard error): a model that copies approaches 1, one
-that only knows the language stays near its plain next-token accuracy. At the end: passkey exact match at C with the
+inside the second copy of 64 held-out copy windows) and the accuracy on the very same target tokens inside the first
+copy, where nothing can be copied: their difference, `copy_gain` (with its paired standard error), is what copying adds.
+A model that copies approaches accuracy 1 and a large gain; one that only knows the language has a gain near 0. At the end: passkey exact match at C with the
 official and the code prompt (finetune.passkey_accuracy, 50 keys each), the recall format's own exact match
 (retrieval.recall_accuracy, 100 windows) and the validation PPL at C (`validation_ppl` windows). One CSV row per
 measurement step (`kind` = curve) and one for the end (`kind` = final); rows of a run are replaced when it is rerun.
@@ -35,6 +36,7 @@ class CopyCurve(TrainerCallback):
             r = copy_accuracy(self.model, self.docs, self.length, self.n, seed=1)
             loss = next((h["loss"] for h in reversed(state.log_history) if "loss" in h), float("nan"))
             self.rows.append(dict(step=state.global_step, copy_accuracy=round(r["accuracy"], 4), copy_accuracy_se=round(r["se"], 4),
+                                  first_copy_accuracy=round(r["first"], 4), copy_gain=round(r["gain"], 4), copy_gain_se=round(r["gain_se"], 4),
                                   train_loss=loss, elapsed_s=round(time.time() - self.t0, 1)))
             print(self.rows[-1], flush=True)
 
@@ -72,8 +74,8 @@ def main():
     run = f"RoPE, {a.copy:.0%} copy + {a.recall:.0%} recall windows, {steps} steps"
     se = lambda p, n: round(math.sqrt(max(p * (1 - p), 1e-12) / n), 3)
     rows = [dict(run=run, kind="curve", **r) for r in curve.rows]
-    rows.append(dict(run=run, kind="final", step=steps, copy_accuracy=curve.rows[-1]["copy_accuracy"],
-                     copy_accuracy_se=curve.rows[-1]["copy_accuracy_se"], elapsed_s=round(wall, 1), prep_s=round(prep, 1),
+    rows.append(dict(run=run, kind="final", **{k: v for k, v in curve.rows[-1].items() if k not in ("train_loss", "elapsed_s")},
+                     elapsed_s=round(wall, 1), prep_s=round(prep, 1),
                      tokens_seen=steps * C * P.batch_size, passkey_official_1C=off, passkey_official_1C_se=se(off, 50),
                      passkey_code_1C=code, passkey_code_1C_se=se(code, 50), recall_format_1C=round(rec["accuracy"], 3),
                      val_ppl_C=round(ppl, 2)))

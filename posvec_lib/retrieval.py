@@ -98,14 +98,20 @@ def recall_accuracy(model, docs: TokenizedDocs, tokenizer, length: int, n: int, 
 # %% ../nbs/03b_retrieval.ipynb #d16ceaf0
 @torch.no_grad()
 def copy_accuracy(model, docs: TokenizedDocs, length: int, n: int, seed: int = 0, batch_size: int = 16) -> dict:
-    "Greedy next-token accuracy inside the second copy of `n` held-out copy windows (use a held-out split), with its standard error over windows."
+    """Greedy next-token accuracy inside the second copy of `n` held-out copy windows (use a held-out split), and on the very
+    same target tokens inside the first copy, where nothing earlier can be copied (`first`): `gain` = accuracy − first is
+    what copying adds, with its paired standard error over windows."""
     was = model.training; model.eval(); dev = next(model.parameters()).device
-    per = []
+    second, first = [], []
     for s in range(0, n, batch_size):
         ws = [copy_window(docs, length, np.random.default_rng([seed, i]), with_start=True) for i in range(s, min(n, s + batch_size))]
         x = torch.stack([w for w, _ in ws]).to(dev)                                   # [b, length]
         pred = model(x, attention_mask=torch.ones_like(x)).logits.argmax(-1)          # [b, length]
-        for (w, st), p in zip(ws, pred.cpu()): per.append(float((p[st:-1] == w[st + 1:]).float().mean()))
+        for (w, st), p in zip(ws, pred.cpu()):
+            k = len(w) - st                                                          # copy length n
+            second.append(float((p[st:-1] == w[st + 1:]).float().mean()))
+            first.append(float((p[1:k] == w[2:k + 1]).float().mean()))                # the same targets, first time round
     model.train(was)
-    a = np.asarray(per)
-    return dict(accuracy=float(a.mean()), se=float(a.std(ddof=1) / np.sqrt(len(a))) if len(a) > 1 else float("nan"), windows=len(a))
+    a, b = np.asarray(second), np.asarray(first)
+    se = lambda v: float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else float("nan")
+    return dict(accuracy=float(a.mean()), se=se(a), first=float(b.mean()), gain=float((a - b).mean()), gain_se=se(a - b), windows=len(a))
