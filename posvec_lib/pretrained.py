@@ -144,10 +144,14 @@ def _located(name_or_path) -> tuple[dict, str, dict]:
 def load_checkpoint(name_or_path, variant: Variant | None = None, attn: str = "posvec_sdpa", dtype="float32", device=None):
     """The model alone (eval mode) of a registry name, hub name, folder or .gguf file (GGUF dequantized to `dtype`); with
     `variant`, the checkpoint is turned into that zoo variant by configuration (NoPE, window, ALiBi …)."""
+    return _model_at(_located(name_or_path), variant, attn, dtype, device)
+
+def _model_at(located: tuple, variant, attn: str, dtype, device):
+    "The model of a located source (`_located`), optionally as a zoo variant, in eval mode on `device`."
     from transformers import AutoConfig, AutoModelForCausalLM
     if attn not in ATTENTION_KINDS: raise ValueError(f"unknown attention implementation {attn!r}; allowed: {ATTENTION_KINDS}")
     dt = _dtype(dtype)
-    _, where, kw = _located(name_or_path)
+    _, where, kw = located
     cfg = AutoConfig.from_pretrained(where, **kw)
     if variant is not None: apply_variant(cfg, variant, attn)
     elif getattr(cfg, "posvec_variant", None) is None: cfg._attn_implementation = attn
@@ -159,8 +163,8 @@ def load_pretrained(name_or_path, dtype="float32", attn: str = "posvec_sdpa", de
     """(model, tokenizer) for a registry name, hub name, folder or .gguf file: `load_checkpoint` and the model's own
     tokenizer, with where they came from recorded (`model.posvec_source`, `note_input`)."""
     from transformers import AutoTokenizer
-    model = load_checkpoint(name_or_path, variant, attn, dtype)
-    src, where, kw = _located(name_or_path)
+    src, where, kw = located = _located(name_or_path)                  # resolved once, for the model and its tokenizer
+    model = _model_at(located, variant, attn, dtype, None)
     dt = _dtype(dtype)
     tok = AutoTokenizer.from_pretrained(where, **kw)
     if tok.pad_token_id is None: tok.pad_token = tok.eos_token
