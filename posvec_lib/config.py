@@ -55,6 +55,10 @@ class Profile:
     continual_steps: int = 200           # steps of each variant's continual pre-training from the base; TL-NoPE-new: from
                                          # scratch for train_steps + continual_steps (0 = every variant from scratch)
     recall_share: float = 0.0            # share of synthetic key-value recall windows in pre-training (posvec_lib.retrieval)
+    copy_share: float = 0.0              # share of copy windows (a stretch of code repeated later in the window) in pre-training
+    induction_steps: int = 0             # from-scratch entries first train this many steps on copies of random token ids
+    induction_length: int = 32           # (retrieval.InductionWindows: induction forms there, then pre-training starts); their
+    induction_lr: float = 3e-3           # window length and constant learning rate
     batch_size: int = 32
     lr: float = 2e-3
     warmup_steps: int = 80
@@ -144,6 +148,8 @@ KNOBS: dict[str, Knob] = dict(
     zoo=Knob(tuple, f"a non-empty list of distinct zoo variants from {list(ZOO_VARIANTS)}",
              lambda v: len(v) > 0 and len(set(v)) == len(v) and all(x in ZOO_VARIANTS for x in v)),
     train_steps=_int(0), continual_steps=_int(0), recall_share=Knob(float, "a number from 0 to 1 (a share of training windows)", lambda v: 0 <= v <= 1),
+    copy_share=Knob(float, "a number from 0 to 1 (a share of training windows)", lambda v: 0 <= v <= 1),
+    induction_steps=_int(0), induction_length=_int(8), induction_lr=_pos_float(),
     batch_size=_int(1), lr=_pos_float(), warmup_steps=_int(0), weight_decay=_pos_float(zero=True),
     eval_samples=_int(1), n_samples=_int(2), max_factor=_int(2),
     ext_factors=Knob(tuple, "a non-empty list of integers ≥ 2 (extension targets t·C beyond the window C)", lambda v: len(v) > 0 and all(x >= 2 for x in v), int),
@@ -207,6 +213,7 @@ def _validate_profile(p):
               f"d_model={p.d_model} must split into n_heads={p.n_heads} heads of even size (RoPE rotates pairs)"),
              (p.n_heads % p.n_kv_heads == 0, f"n_heads={p.n_heads} must be a multiple of n_kv_heads={p.n_kv_heads} (grouped-query attention)"),
              (p.window <= p.C and p.small_window <= p.C, f"window={p.window} and small_window={p.small_window} must be ≤ C={p.C}"),
+             (p.recall_share + p.copy_share <= 1, f"recall_share={p.recall_share} + copy_share={p.copy_share} must be ≤ 1 (shares of the training windows)"),
              ("window_small" not in p.zoo or p.n_layers * p.small_window < p.C,
               f"TL-Window-80 (window_small) needs n_layers × small_window < C, got {p.n_layers} × {p.small_window} = "
               f"{p.n_layers * p.small_window} ≥ C={p.C}; lower small_window below {-(-p.C // p.n_layers)} or drop window_small from zoo")]

@@ -9,7 +9,8 @@ import torch
 from .data import TokenizedDocs, fixed_length_samples
 
 # %% auto #0
-__all__ = ['RECALL_NAMES', 'recall_window', 'copy_window', 'RecallWindows', 'recall_accuracy', 'copy_accuracy']
+__all__ = ['RECALL_NAMES', 'recall_window', 'copy_window', 'induction_window', 'InductionWindows', 'RecallWindows',
+           'recall_accuracy', 'copy_accuracy']
 
 # %% ../nbs/03b_retrieval.ipynb #9fa0e724
 RECALL_NAMES = ("key", "value", "secret", "token", "code", "number", "port", "count", "offset", "size", "limit", "seed",
@@ -53,6 +54,29 @@ def copy_window(docs: TokenizedDocs, length: int, rng: np.random.Generator, span
     g = fixed_length_samples(docs, G, 1, seed=int(rng.integers(2**31)), bos=False)[0].tolist() if G > 0 else []
     out = torch.tensor([docs.bos_id] + a + g + a, dtype=torch.long)                   # [length]
     return (out, 1 + n + G) if with_start else out
+
+# %% ../nbs/03b_retrieval.ipynb #1ca4e67e
+def induction_window(length: int, rng: np.random.Generator, vocab: tuple[int, int] = (3, 515), bos_id: int = 0,
+                     with_start: bool = False):
+    """One induction window of exactly `length` tokens: BOS, n ~ U[length/8, length/2) token ids drawn uniformly from
+    [vocab[0], vocab[1]), other such ids, then the same n ids again. `with_start`: also return where the second copy starts."""
+    lo, hi = vocab
+    if not 0 <= lo < hi: raise ValueError(f"vocab={vocab} must be a range of token ids lo < hi")
+    if length < 8: raise ValueError(f"an induction window needs length ≥ 8; got length={length}")
+    n = int(rng.integers(max(1, length // 8), length // 2))
+    a, g = rng.integers(lo, hi, n), rng.integers(lo, hi, length - 1 - 2 * n)
+    out = torch.tensor(np.concatenate([[bos_id], a, g, a]), dtype=torch.long)
+    return (out, length - n) if with_start else out
+
+# %% ../nbs/03b_retrieval.ipynb #738d2f7b
+class InductionWindows(torch.utils.data.Dataset):
+    "`n` induction windows (`induction_window`); item i is a pure function of (seed, i), so resuming is exact."
+    def __init__(self, length: int, n: int, vocab: tuple[int, int] = (3, 515), bos_id: int = 0, seed: int = 0):
+        self.length, self.n, self.vocab, self.bos_id, self.seed = length, n, vocab, bos_id, seed
+    def __len__(self): return self.n
+    def __getitem__(self, i):
+        x = induction_window(self.length, np.random.default_rng([self.seed, i, 13]), self.vocab, self.bos_id)
+        return {"input_ids": x, "labels": x.clone(), "attention_mask": torch.ones_like(x)}
 
 # %% ../nbs/03b_retrieval.ipynb #145203f9
 class RecallWindows(torch.utils.data.Dataset):

@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_train.ipynb #3f4252cb
 from __future__ import annotations
-import argparse, hashlib, json, math, os, shutil, sys, time
+import argparse, hashlib, json, math, os, shutil, sys, tempfile, time
 from pathlib import Path
 import numpy as np
 import pandas as pd
@@ -19,8 +19,8 @@ from .variants import Variant, zoo_variants, model_config, set_attention
 
 # %% auto #0
 __all__ = ['token_nll', 'build_model', 'training_args', 'last_checkpoint', 'world_size', 'rank', 'zoo_recipe',
-           'pretrained_source', 'buildable', 'zoo_variant', 'zoo_seed', 'zoo_key', 'zoo_path', 'train_zoo_model',
-           'note_zoo_entry', 'load_zoo_model', 'zoo_manifest', 'load_model', 'main']
+           'pretrained_source', 'buildable', 'zoo_variant', 'zoo_seed', 'zoo_key', 'zoo_path', 'induction_warmup',
+           'train_zoo_model', 'note_zoo_entry', 'load_zoo_model', 'zoo_manifest', 'load_model', 'main']
 
 # %% ../nbs/03_train.ipynb #b39427ad
 @torch.no_grad()
@@ -137,6 +137,8 @@ def zoo_key(profile: Profile, name: str, manifest: dict) -> str:
     v, recipe = zoo_variant(profile, name), zoo_recipe(profile, name)
     knobs = {k: getattr(profile, k) for k in ("d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "C", "rope_theta",
                                               "batch_size", "lr", "weight_decay", "seed", "vocab_size", "recall_share")}
+    extra = ("copy_share",) + (("induction_steps", "induction_length", "induction_lr") if profile.induction_steps else ())
+    knobs |= {k: getattr(profile, k) for k in extra if getattr(profile, k)}   # keys of entries without them stay as they were
     if recipe["kind"] == "continual": recipe = dict(recipe, base=_base_identity(profile, manifest))
     blob = json.dumps(dict(variant=v.__dict__, knobs=knobs, recipe=recipe, corpus=manifest["hash"], tokenizer=manifest["tokenizer"],
                            version="zoo-v2"), sort_keys=True)
@@ -148,11 +150,30 @@ def zoo_path(profile: Profile, name: str) -> Path:
     data = profile_data(profile)
     return cache_dir("zoo", profile.name) / f"{name}-{zoo_key(profile, name, data.manifest)}"
 
+# %% ../nbs/03_train.ipynb #803cb3f9
+def induction_warmup(profile: Profile, model, seed: int) -> float:
+    """Train `model` in place for `profile.induction_steps` steps on `retrieval.InductionWindows` (copies of random token
+    ids 3…514, `induction_length` tokens, the profile's batch, constant `induction_lr` after a short warm-up): small models learn
+    to copy there after a plateau, and keep it through pre-training. Returns the wall time in seconds."""
+    from posvec_lib.retrieval import InductionWindows
+    ds = InductionWindows(profile.induction_length, profile.induction_steps * profile.batch_size,
+                          vocab=(3, min(515, model.config.vocab_size)), bos_id=model.config.bos_token_id or 0, seed=seed)
+    with tempfile.TemporaryDirectory() as d:
+        args = training_args(profile, Path(d), profile.induction_steps, profile.batch_size // world_size(), profile.induction_lr,
+                             min(50, profile.induction_steps // 10), seed, save_strategy="no", lr_scheduler_type="constant_with_warmup",
+                             disable_tqdm=not sys.stderr.isatty())
+        t0 = time.time(); Trainer(model=model, args=args, train_dataset=ds).train()
+    return time.time() - t0
+
 # %% ../nbs/03_train.ipynb #7c06f329
-def _start_model(profile: Profile, name: str, recipe: dict, vocab_size: int, seed: int):
-    "Random weights (from scratch), or the base's weights under this variant's configuration (continual)."
+def _start_model(profile: Profile, name: str, recipe: dict, vocab_size: int, seed: int, warm: bool = True):
+    """Random weights (from scratch; warmed up by `induction_warmup` when the profile sets `induction_steps` and `warm`),
+    or the base's weights under this variant's configuration (continual)."""
     v = zoo_variant(profile, name)
-    if recipe["kind"] == "scratch": return build_model(profile, v, vocab_size, seed), None
+    if recipe["kind"] == "scratch":
+        model = build_model(profile, v, vocab_size, seed)
+        if profile.induction_steps and warm: induction_warmup(profile, model, seed)
+        return model, None
     from posvec_lib.pretrained import load_checkpoint
     src = pretrained_source(profile, "rope")
     base = src if src is not None else str(train_zoo_model(profile, "rope"))
@@ -161,11 +182,11 @@ def _start_model(profile: Profile, name: str, recipe: dict, vocab_size: int, see
 
 # %% ../nbs/03_train.ipynb #f3e9b315
 def _training_windows(profile: Profile, data, steps: int, seed: int):
-    "The training windows: random C-token windows, with a `recall_share` of key-value recall windows when set."
+    "The training windows: random C-token windows, with a `recall_share` of recall and a `copy_share` of copy windows when set."
     n = steps * profile.batch_size
-    if not profile.recall_share: return RandomWindows(data.train, profile.C, n, seed=seed)
+    if not (profile.recall_share or profile.copy_share): return RandomWindows(data.train, profile.C, n, seed=seed)
     from posvec_lib.retrieval import RecallWindows
-    return RecallWindows(data.train, data.tokenizer, profile.C, n, profile.recall_share, seed=seed)
+    return RecallWindows(data.train, data.tokenizer, profile.C, n, profile.recall_share, seed=seed, copy_share=profile.copy_share)
 
 # %% ../nbs/03_train.ipynb #f9f58df9
 def train_zoo_model(profile: Profile, name: str, force: bool = False) -> Path:
@@ -180,14 +201,16 @@ def train_zoo_model(profile: Profile, name: str, force: bool = False) -> Path:
         raise ValueError(f"batch_size={profile.batch_size} must be divisible by the {W} processes")
     seed, steps = zoo_seed(profile, name), recipe["steps"]
     partial = final.with_name(final.name + ".partial")
-    model, base = _start_model(profile, name, recipe, len(data.tokenizer), seed)
+    last = last_checkpoint(partial)                    # resuming: the checkpoint holds the weights, no warm-up again
+    t0 = time.time()
+    model, base = _start_model(profile, name, recipe, len(data.tokenizer), seed, warm=last is None)
+    warm_s = time.time() - t0 if recipe["kind"] == "scratch" and profile.induction_steps and last is None else 0.0
     train_ds = _training_windows(profile, data, steps, seed)
     extra = {"ddp_backend": "gloo"} if W > 1 and (profile.device == "cpu" or not torch.cuda.is_available()) else {}
     args = training_args(profile, partial, steps, profile.batch_size // W, profile.lr, recipe["warmup"], seed, **extra)
     resolve_device(profile)
     t0 = time.time()
     trainer = Trainer(model=model, args=args, train_dataset=train_ds, callbacks=[_LossLog(profile.C * profile.batch_size)])
-    last = last_checkpoint(partial)
     if last: print(f"resuming {name} from {last}")
     with oom_hint("batch_size", profile.batch_size, f"training zoo model {name!r}"), disk_errors(partial):
         trainer.train(resume_from_checkpoint=last)
@@ -211,6 +234,9 @@ def train_zoo_model(profile: Profile, name: str, force: bool = False) -> Path:
             variant=v.__dict__, label=name, config=model.config.to_dict(), corpus=data.manifest, tokenizer=data.tokenizer.posvec_hash,
             recipe=recipe["kind"], base=Path(base).name if base and Path(base).exists() else base,
             steps=trainer.state.global_step, tokens_seen=tokens, tokens_total=tokens + base_tokens, recall_share=profile.recall_share,
+            copy_share=profile.copy_share, induction_steps=profile.induction_steps if recipe["kind"] == "scratch" else 0,
+            induction_tokens=(profile.induction_steps * profile.batch_size * profile.induction_length if recipe["kind"] == "scratch" else 0),
+            induction_wall_time_s=warm_s,
             final_val_ppl=val_ppl, wall_time_s=wall, resumed=bool(last), seed=seed, world_size=W,
             per_device_batch_size=args.per_device_train_batch_size, profile=profile.name))
         remove_cache_entry(final)                      # a folder without its manifest (or an old one): never trusted
