@@ -3,6 +3,7 @@ on) within the base model's training budget, when copy windows (posvec_lib.retri
 pre-training? Issue 13's passkey target (>= 90 % at C) cannot be met by a model that cannot copy.
 
     python benchmarks/induction_probe.py --profile cpu --copy 0.5 --recall 0.1 --every 100 --out benchmarks/induction-probe-cpu.csv
+    python benchmarks/induction_probe.py --profile cpu --induction-steps 1600 --copy 0.3 --recall 0.2 --every 100 --out benchmarks/induction-probe-cpu.csv
 
 It trains one RoPE model of the zoo's size (train.build_model, train.training_args, the Trainer, the profile's batch, lr
 and warmup) from scratch for `--steps` (default: the profile's train_steps, the base's budget) on
@@ -10,7 +11,9 @@ and warmup) from scratch for `--steps` (default: the profile's train_steps, the 
 windows built before training. Every `--every` steps it measures `retrieval.copy_accuracy` (greedy next-token accuracy
 inside the second copy of 64 held-out copy windows) and the accuracy on the very same target tokens inside the first
 copy, where nothing can be copied: their difference, `copy_gain` (with its paired standard error), is what copying adds.
-A model that copies approaches accuracy 1 and a large gain; one that only knows the language has a gain near 0. At the end: passkey exact match at C with the
+A model that copies approaches accuracy 1 and a large gain; one that only knows the language has a gain near 0.
+With `--induction-steps` N, the model first trains N steps on `retrieval.InductionWindows` (copies of random token ids,
+`--induction-length` tokens, constant lr `--induction-lr` after 50 warm-up steps): the zoo's `induction_steps` warm-up. At the end: passkey exact match at C with the
 official and the code prompt (finetune.passkey_accuracy, 50 keys each), the recall format's own exact match
 (retrieval.recall_accuracy, 100 windows) and the validation PPL at C (`validation_ppl` windows). One CSV row per
 measurement step (`kind` = curve) and one for the end (`kind` = final); rows of a run are replaced when it is rerun.
@@ -24,7 +27,7 @@ from posvec_lib.data import profile_data, fixed_length_samples
 from posvec_lib.train import build_model, training_args, token_nll
 from posvec_lib.variants import zoo_variants
 from posvec_lib.finetune import passkey_accuracy, passkey_min_length
-from posvec_lib.retrieval import RecallWindows, copy_accuracy, recall_accuracy
+from posvec_lib.retrieval import RecallWindows, InductionWindows, copy_accuracy, recall_accuracy
 
 
 class CopyCurve(TrainerCallback):
@@ -48,6 +51,9 @@ def main():
     ap.add_argument("--recall", type=float, default=0.1, help="share of key-value recall windows")
     ap.add_argument("--steps", type=int, default=None, help="default: the profile's train_steps")
     ap.add_argument("--every", type=int, default=100)
+    ap.add_argument("--induction-steps", type=int, default=0, help="steps of induction warm-up on random-token copies first")
+    ap.add_argument("--induction-length", type=int, default=32)
+    ap.add_argument("--induction-lr", type=float, default=3e-3)
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
     if not (0 <= a.copy and 0 <= a.recall and a.copy + a.recall <= 1):
@@ -57,6 +63,17 @@ def main():
     ds = RecallWindows(data.train, data.tokenizer, C, steps * P.batch_size, share=a.recall, seed=P.seed, copy_share=a.copy)
     t0 = time.time(); items = [ds[i] for i in range(len(ds))]; prep = time.time() - t0
     model = build_model(P, zoo_variants(P)["rope"], len(data.tokenizer), seed=P.seed)
+    warm = {}
+    if a.induction_steps:
+        ind = InductionWindows(a.induction_length, a.induction_steps * P.batch_size, bos_id=data.train.bos_id, seed=P.seed)
+        with tempfile.TemporaryDirectory() as d:
+            args = training_args(P, Path(d), a.induction_steps, P.batch_size, a.induction_lr, 50, P.seed, save_strategy="no",
+                                 disable_tqdm=True, logging_steps=100, lr_scheduler_type="constant_with_warmup")
+            t0 = time.time(); Trainer(model=model, args=args, train_dataset=ind).train()
+        r = copy_accuracy(model, data.validation, C, 64, seed=1)
+        warm = dict(induction_steps=a.induction_steps, induction_s=round(time.time() - t0, 1),
+                    copy_gain_after_induction=round(r["gain"], 4), copy_gain_after_induction_se=round(r["gain_se"], 4))
+        print(warm, flush=True)
     curve = CopyCurve(model, data.validation, C, a.every)
     with tempfile.TemporaryDirectory() as d:
         args = training_args(P, Path(d), steps, P.batch_size, P.lr, P.warmup_steps, P.seed, save_strategy="no", disable_tqdm=True,
@@ -72,13 +89,14 @@ def main():
     val = fixed_length_samples(data.validation, C, P.eval_samples, seed=sample_seed(P, "validation_ppl"))
     ppl = float(token_nll(model, val, batch_size=16).mean().exp())
     run = f"RoPE, {a.copy:.0%} copy + {a.recall:.0%} recall windows, {steps} steps"
+    if a.induction_steps: run = f"RoPE, {a.induction_steps} induction steps ({a.induction_length} tokens), then " + run[6:]
     se = lambda p, n: round(math.sqrt(max(p * (1 - p), 1e-12) / n), 3)
     rows = [dict(run=run, kind="curve", **r) for r in curve.rows]
     rows.append(dict(run=run, kind="final", **{k: v for k, v in curve.rows[-1].items() if k not in ("train_loss", "elapsed_s")},
                      elapsed_s=round(wall, 1), prep_s=round(prep, 1),
                      tokens_seen=steps * C * P.batch_size, passkey_official_1C=off, passkey_official_1C_se=se(off, 50),
                      passkey_code_1C=code, passkey_code_1C_se=se(code, 50), recall_format_1C=round(rec["accuracy"], 3),
-                     val_ppl_C=round(ppl, 2)))
+                     val_ppl_C=round(ppl, 2), **warm))
     print(rows[-1], flush=True)
     if a.out:                                  # one block of rows per run; a rerun replaces its own rows
         old = list(csv.DictReader(a.out.open())) if a.out.exists() else []
