@@ -3,7 +3,8 @@ on) within the base model's training budget, when copy windows (posvec_lib.retri
 pre-training? Issue 13's passkey target (>= 90 % at C) cannot be met by a model that cannot copy.
 
     python benchmarks/induction_probe.py --profile cpu --copy 0.5 --recall 0.1 --every 100 --out benchmarks/induction-probe-cpu.csv
-    python benchmarks/induction_probe.py --profile cpu --induction-steps 1600 --copy 0.3 --recall 0.2 --every 100 --out benchmarks/induction-probe-cpu.csv
+    python benchmarks/induction_probe.py --profile cpu --steps 2000 --lr-floor 0.1 --copy 0.5 --recall 0.1 --every 200 --out benchmarks/induction-probe-cpu.csv
+    python benchmarks/induction_probe.py --profile cpu --induction-steps 3000 --induction-length 16 --copy 0.3 --recall 0.2 --every 100 --out benchmarks/induction-probe-cpu.csv
 
 It trains one RoPE model of the zoo's size (train.build_model, train.training_args, the Trainer, the profile's batch, lr
 and warmup) from scratch for `--steps` (default: the profile's train_steps, the base's budget) on
@@ -51,11 +52,14 @@ def main():
     ap.add_argument("--recall", type=float, default=0.1, help="share of key-value recall windows")
     ap.add_argument("--steps", type=int, default=None, help="default: the profile's train_steps")
     ap.add_argument("--every", type=int, default=100)
+    ap.add_argument("--lr-floor", type=float, default=0.0,
+                    help="cosine schedule down to this fraction of the peak lr (0: the zoo's cosine to 0)")
     ap.add_argument("--induction-steps", type=int, default=0, help="steps of induction warm-up on random-token copies first")
     ap.add_argument("--induction-length", type=int, default=32)
     ap.add_argument("--induction-lr", type=float, default=3e-3)
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
+    if not 0 <= a.lr_floor < 1: ap.error(f"--lr-floor {a.lr_floor}: allowed: a fraction of the peak lr, 0 ≤ floor < 1")
     if not (0 <= a.copy and 0 <= a.recall and a.copy + a.recall <= 1):
         ap.error(f"--copy {a.copy} --recall {a.recall}: allowed: shares ≥ 0 with copy + recall ≤ 1")
     P = get_profile(a.profile); data = profile_data(P); steps = a.steps or P.train_steps; C = P.C
@@ -76,8 +80,9 @@ def main():
         print(warm, flush=True)
     curve = CopyCurve(model, data.validation, C, a.every)
     with tempfile.TemporaryDirectory() as d:
+        floor = dict(lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs={"min_lr_rate": a.lr_floor}) if a.lr_floor else {}
         args = training_args(P, Path(d), steps, P.batch_size, P.lr, P.warmup_steps, P.seed, save_strategy="no", disable_tqdm=True,
-                             logging_steps=min(50, a.every))
+                             logging_steps=min(50, a.every), **floor)
         t0 = time.time(); Trainer(model=model, args=args, train_dataset=items, callbacks=[curve]).train(); wall = time.time() - t0
     model.eval()
     tok = data.tokenizer
@@ -89,6 +94,7 @@ def main():
     val = fixed_length_samples(data.validation, C, P.eval_samples, seed=sample_seed(P, "validation_ppl"))
     ppl = float(token_nll(model, val, batch_size=16).mean().exp())
     run = f"RoPE, {a.copy:.0%} copy + {a.recall:.0%} recall windows, {steps} steps"
+    if a.lr_floor: run += f", cosine to {a.lr_floor:g}× lr"
     if a.induction_steps: run = f"RoPE, {a.induction_steps} induction steps ({a.induction_length} tokens), then " + run[6:]
     se = lambda p, n: round(math.sqrt(max(p * (1 - p), 1e-12) / n), 3)
     rows = [dict(run=run, kind="curve", **r) for r in curve.rows]
