@@ -14,7 +14,7 @@ inside the second copy of 64 held-out copy windows) and the accuracy on the very
 copy, where nothing can be copied: their difference, `copy_gain` (with its paired standard error), is what copying adds.
 A model that copies approaches accuracy 1 and a large gain; one that only knows the language has a gain near 0.
 With `--induction-steps` N, the model first trains N steps on `retrieval.InductionWindows` (copies of random token ids,
-`--induction-length` tokens, constant lr `--induction-lr` after 50 warm-up steps): the zoo's `induction_steps` warm-up. At the end: passkey exact match at C with the
+`--induction-length` tokens, constant lr `--induction-lr`): train.induction_warmup, the zoo's `induction_steps` warm-up. At the end: passkey exact match at C with the
 official and the code prompt (finetune.passkey_accuracy, 50 keys each), the recall format's own exact match
 (retrieval.recall_accuracy, 100 windows) and the validation PPL at C (`validation_ppl` windows). One CSV row per
 measurement step (`kind` = curve) and one for the end (`kind` = final); rows of a run are replaced when it is rerun.
@@ -25,10 +25,10 @@ import torch
 from transformers import Trainer, TrainerCallback
 from posvec_lib.config import get_profile, sample_seed
 from posvec_lib.data import profile_data, fixed_length_samples
-from posvec_lib.train import build_model, training_args, token_nll
+from posvec_lib.train import build_model, training_args, token_nll, induction_warmup
 from posvec_lib.variants import zoo_variants
 from posvec_lib.finetune import passkey_accuracy, passkey_min_length
-from posvec_lib.retrieval import RecallWindows, InductionWindows, copy_accuracy, recall_accuracy
+from posvec_lib.retrieval import RecallWindows, copy_accuracy, recall_accuracy
 
 
 class CopyCurve(TrainerCallback):
@@ -69,13 +69,10 @@ def main():
     model = build_model(P, zoo_variants(P)["rope"], len(data.tokenizer), seed=P.seed)
     warm = {}
     if a.induction_steps:
-        ind = InductionWindows(a.induction_length, a.induction_steps * P.batch_size, bos_id=data.train.bos_id, seed=P.seed)
-        with tempfile.TemporaryDirectory() as d:
-            args = training_args(P, Path(d), a.induction_steps, P.batch_size, a.induction_lr, 50, P.seed, save_strategy="no",
-                                 disable_tqdm=True, logging_steps=100, lr_scheduler_type="constant_with_warmup")
-            t0 = time.time(); Trainer(model=model, args=args, train_dataset=ind).train()
+        Q = get_profile(a.profile, induction_steps=a.induction_steps, induction_length=a.induction_length, induction_lr=a.induction_lr)
+        secs = induction_warmup(Q, model, P.seed)                       # the zoo's own warm-up
         r = copy_accuracy(model, data.validation, C, 64, seed=1)
-        warm = dict(induction_steps=a.induction_steps, induction_s=round(time.time() - t0, 1),
+        warm = dict(induction_steps=a.induction_steps, induction_s=round(secs, 1),
                     copy_gain_after_induction=round(r["gain"], 4), copy_gain_after_induction_se=round(r["gain_se"], 4))
         print(warm, flush=True)
     curve = CopyCurve(model, data.validation, C, a.every)

@@ -153,8 +153,8 @@ def zoo_path(profile: Profile, name: str) -> Path:
 # %% ../nbs/03_train.ipynb #803cb3f9
 def induction_warmup(profile: Profile, model, seed: int) -> float:
     """Train `model` in place for `profile.induction_steps` steps on `retrieval.InductionWindows` (copies of random token
-    ids 3…514, `induction_length` tokens, the profile's batch, constant `induction_lr` after a short warm-up): small models learn
-    to copy there after a plateau, and keep it through pre-training. Returns the wall time in seconds."""
+    ids 3…514, `induction_length` tokens, the profile's batch, constant `induction_lr` after a short warm-up): small models can learn
+    to copy there after a plateau (at `cpu` it did not help: `benchmarks/induction-probe-cpu.csv`). Returns the wall time in seconds."""
     from posvec_lib.retrieval import InductionWindows
     ds = InductionWindows(profile.induction_length, profile.induction_steps * profile.batch_size,
                           vocab=(3, min(515, model.config.vocab_size)), bos_id=model.config.bos_token_id or 0, seed=seed)
