@@ -55,7 +55,8 @@ class _LossLog(TrainerCallback):
 # %% ../nbs/03_train.ipynb #e8e1b2cd
 def training_args(profile: Profile, out_dir: Path, steps: int, batch_size: int, lr: float, warmup: int,
                   seed: int, **kw) -> TrainingArguments:
-    "TrainingArguments of the zoo recipe (AdamW, cosine schedule, periodic checkpoints for resuming)."
+    """TrainingArguments of the zoo recipe (AdamW, cosine schedule down to `profile.lr_floor` × lr, periodic checkpoints for
+    resuming). A caller's own `lr_scheduler_type` (the fine-tunes' linear one) is kept as it is."""
     on_cpu = profile.device == "cpu" or not torch.cuda.is_available()
     base = dict(output_dir=str(out_dir), max_steps=steps, per_device_train_batch_size=batch_size,
                 learning_rate=lr, lr_scheduler_type="cosine", warmup_steps=warmup, weight_decay=profile.weight_decay,
@@ -64,6 +65,8 @@ def training_args(profile: Profile, out_dir: Path, steps: int, batch_size: int, 
                 seed=seed, data_seed=seed, use_cpu=on_cpu, dataloader_num_workers=0, disable_tqdm=False,
                 bf16=(profile.dtype == "bfloat16" and not on_cpu), fp16=(profile.dtype == "float16" and not on_cpu))
     base.update(kw)
+    if base["lr_scheduler_type"] == "cosine" and profile.lr_floor > 0:      # the cosine ends at a floor, not at 0
+        base.update(lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs={"min_lr_rate": profile.lr_floor})
     return TrainingArguments(**base)
 
 # %% ../nbs/03_train.ipynb #e18260cd
@@ -137,7 +140,7 @@ def zoo_key(profile: Profile, name: str, manifest: dict) -> str:
     v, recipe = zoo_variant(profile, name), zoo_recipe(profile, name)
     knobs = {k: getattr(profile, k) for k in ("d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "C", "rope_theta",
                                               "batch_size", "lr", "weight_decay", "seed", "vocab_size", "recall_share")}
-    extra = ("copy_share",) + (("induction_steps", "induction_length", "induction_lr") if profile.induction_steps else ())
+    extra = ("copy_share", "lr_floor") + (("induction_steps", "induction_length", "induction_lr") if profile.induction_steps else ())
     knobs |= {k: getattr(profile, k) for k in extra if getattr(profile, k)}   # keys of entries without them stay as they were
     if recipe["kind"] == "continual": recipe = dict(recipe, base=_base_identity(profile, manifest))
     blob = json.dumps(dict(variant=v.__dict__, knobs=knobs, recipe=recipe, corpus=manifest["hash"], tokenizer=manifest["tokenizer"],
