@@ -231,6 +231,12 @@ def _md_inline(text: str) -> str:
     return re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"<i>\1</i>", t)
 
 # %% ../nbs/11a_report.ipynb #4dfe0490
+def _table_html(path: Path) -> str:
+    "A result table as HTML; a table with no columns (an artifact with nothing to put in it) says so instead of failing the report."
+    import pandas as pd
+    try: return pd.read_csv(path).to_html(index=False, na_rep="", float_format=lambda x: f"{x:.4g}")
+    except pd.errors.EmptyDataError: return "<p><i>(empty table: nothing measured for it in this profile)</i></p>"
+
 def write_html_report(P: Profile, D: dict) -> Path:
     "figures/<profile>/REPORT.html: the same content as REPORT.md, self-contained (images embedded)."
     import base64, html, re, pandas as pd
@@ -261,7 +267,7 @@ def write_html_report(P: Profile, D: dict) -> Path:
             b64 = base64.b64encode((root / a["artifact"] / f).read_bytes()).decode()
             parts.append(f"<img alt='{esc(f)}' src='data:image/png;base64,{b64}'>")
         for t in res["tables"]:
-            parts.append(f"<h3>{esc(t[:-4])}</h3>" + pd.read_csv(root / a["artifact"] / t).to_html(index=False, na_rep="", float_format=lambda x: f"{x:.4g}"))
+            parts.append(f"<h3>{esc(t[:-4])}</h3>" + _table_html(root / a["artifact"] / t))
         if res["claims"]:
             parts.append("<table class=claims><tr><th>claim</th><th>verdict</th><th>measured</th><th>source</th></tr>" + "".join(
                 f"<tr class='{c['verdict'].replace(' ', '-')}'><td>{_claim_html(c, esc)}</td><td><b>{esc(c['verdict'])}</b>{' (sanity, not counted)' if c.get('kind') == 'sanity' else ''}</td>"
