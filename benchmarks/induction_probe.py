@@ -53,7 +53,7 @@ def main():
     ap.add_argument("--steps", type=int, default=None, help="default: the profile's train_steps")
     ap.add_argument("--every", type=int, default=100)
     ap.add_argument("--lr-floor", type=float, default=0.0,
-                    help="cosine schedule down to this fraction of the peak lr (0: the zoo's cosine to 0)")
+                    help="cosine schedule down to this fraction of the peak lr (the profile's lr_floor knob; default 0: cosine to 0)")
     ap.add_argument("--induction-steps", type=int, default=0, help="steps of induction warm-up on random-token copies first")
     ap.add_argument("--induction-length", type=int, default=32)
     ap.add_argument("--induction-lr", type=float, default=3e-3)
@@ -62,7 +62,8 @@ def main():
     if not 0 <= a.lr_floor < 1: ap.error(f"--lr-floor {a.lr_floor}: allowed: a fraction of the peak lr, 0 ≤ floor < 1")
     if not (0 <= a.copy and 0 <= a.recall and a.copy + a.recall <= 1):
         ap.error(f"--copy {a.copy} --recall {a.recall}: allowed: shares ≥ 0 with copy + recall ≤ 1")
-    P = get_profile(a.profile); data = profile_data(P); steps = a.steps or P.train_steps; C = P.C
+    P = get_profile(a.profile, lr_floor=a.lr_floor)          # training_args ends the cosine at the floor (0: at 0)
+    data = profile_data(P); steps = a.steps or P.train_steps; C = P.C
     torch.set_num_threads(P.threads)
     ds = RecallWindows(data.train, data.tokenizer, C, steps * P.batch_size, share=a.recall, seed=P.seed, copy_share=a.copy)
     t0 = time.time(); items = [ds[i] for i in range(len(ds))]; prep = time.time() - t0
@@ -77,9 +78,8 @@ def main():
         print(warm, flush=True)
     curve = CopyCurve(model, data.validation, C, a.every)
     with tempfile.TemporaryDirectory() as d:
-        floor = dict(lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs={"min_lr_rate": a.lr_floor}) if a.lr_floor else {}
         args = training_args(P, Path(d), steps, P.batch_size, P.lr, P.warmup_steps, P.seed, save_strategy="no", disable_tqdm=True,
-                             logging_steps=min(50, a.every), **floor)
+                             logging_steps=min(50, a.every))
         t0 = time.time(); Trainer(model=model, args=args, train_dataset=items, callbacks=[curve]).train(); wall = time.time() - t0
     model.eval()
     tok = data.tokenizer
