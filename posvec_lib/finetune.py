@@ -43,6 +43,11 @@ class FinetuneSpec:
     offsets: str = "sequential"     # 'chunks' only
     steps: int | None = None        # None: the profile's pose_steps
     eval_every: int = 0             # > 0: PPL at Lt on validation documents every k steps
+    seed: int | None = None         # None: the profile's seed; else a replicate of the run with this fine-tune seed
+
+    def run_seed(self, profile: Profile) -> int:
+        "The seed this run trains with (data order, sampler draws, Trainer): its own, or the profile's."
+        return profile.seed if self.seed is None else self.seed
 
     def __post_init__(self):
         check_choice("method", self.method, FT_METHODS)
@@ -52,16 +57,18 @@ class FinetuneSpec:
         if not (isinstance(self.target, int) and self.target >= 2):
             raise ValueError(f"target s={self.target!r} must be an int ≥ 2 (Lt = s·C)")
         if self.steps is not None and self.steps < 1: raise ValueError(f"steps={self.steps} must be ≥ 1 (or None)")
+        if self.seed is not None and not (isinstance(self.seed, int) and self.seed >= 0):
+            raise ValueError(f"seed={self.seed!r} must be an int ≥ 0 (or None: the profile's seed)")
 
     @property
     def name(self) -> str:
-        "A readable name: base-method[-options]-interpolation-s."
+        "A readable name: base-method[-options]-interpolation-s[-seedK]."
         m = self.method
         if m == "chunks":
             m += f"{self.n_chunks}" + (f"-{self.content}" if self.content != "uniform" else "") + \
                  (f"-{self.offsets}" if self.offsets != "sequential" else "")
         if self.anchor != "start": m += f"-{self.anchor}"
-        return f"{self.base}-{m}-{self.interpolation}-{self.target}x"
+        return f"{self.base}-{m}-{self.interpolation}-{self.target}x" + (f"-seed{self.seed}" if self.seed is not None else "")
 
     def sampler_kwargs(self, C: int) -> dict:
         "Extra arguments of the method's sampler."
@@ -101,8 +108,8 @@ def warmup_steps(steps: int) -> int:
     return min(10, steps // 4)
 
 # %% ../nbs/12_finetune.ipynb #0ed6676e
-def finetune_args(profile: Profile, out_dir: Path, steps: int, deepspeed: str | None = None, **kw):
-    "TrainingArguments of the paper's recipe: AdamW (0.9, 0.999), no weight decay, linear schedule, 10 warmup steps, pose_lr."
+def finetune_args(profile: Profile, out_dir: Path, steps: int, deepspeed: str | None = None, seed: int | None = None, **kw):
+    "TrainingArguments of the paper's recipe: AdamW (0.9, 0.999), no weight decay, linear schedule, 10 warmup steps, pose_lr; `seed` (default: the profile's) seeds the Trainer."
     W = world_size()
     if profile.pose_batch_size % W:
         raise ValueError(f"pose_batch_size={profile.pose_batch_size} must be divisible by the {W} processes")
@@ -112,14 +119,16 @@ def finetune_args(profile: Profile, out_dir: Path, steps: int, deepspeed: str | 
     if W > 1 and (profile.device == "cpu" or not torch.cuda.is_available()): base["ddp_backend"] = "gloo"
     base.update(kw)
     return training_args(profile, out_dir, steps, profile.pose_batch_size // W, profile.pose_lr, warmup_steps(steps),
-                         profile.seed, **base)
+                         profile.seed if seed is None else seed, **base)
 
 # %% ../nbs/12_finetune.ipynb #278198a7
 def finetune_key(profile: Profile, spec: FinetuneSpec) -> str:
     "Content key of a run: spec, recipe knobs, base model folder (a content key), corpus and tokenizer."
     data = profile_data(profile)
     knobs = {k: getattr(profile, k) for k in ("C", "pose_batch_size", "pose_lr", "pose_steps", "seed", "eval_docs")}
-    blob = json.dumps(dict(spec=asdict(replace(spec, eval_every=0)), knobs=knobs, base=zoo_path(profile, spec.base).name,
+    sd = asdict(replace(spec, eval_every=0))
+    if spec.seed is None: sd.pop("seed")              # runs on the profile's seed keep the keys they had before seeds existed
+    blob = json.dumps(dict(spec=sd, knobs=knobs, base=zoo_path(profile, spec.base).name,
                            corpus=data.manifest["hash"], tokenizer=data.manifest["tokenizer"], recipe=FT_RECIPE,
                            **({"sampler": CHUNKS_SAMPLER} if spec.method == "chunks" else {})), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
@@ -164,16 +173,17 @@ def finetune(profile: Profile, spec: FinetuneSpec, force: bool = False, deepspee
     if _has(final, spec) and not force: return _noted(final)   # a damaged entry is named, discarded and trained again
     C, Lt, steps = profile.C, spec.target * profile.C, spec.steps or profile.pose_steps
     data, main = profile_data(profile), rank() == 0
-    seed_everything(profile.seed)
+    seed = spec.run_seed(profile)
+    seed_everything(seed)
     model = extended_model(profile, spec.base, spec.interpolation, spec.target, train_base=world_size() == 1)
     model.train()
     max_len = max(5 * C, Lt) if spec.method in ("full-length", "chunks") else 5 * C
-    docs = ExtensionDocs(data.train, Lt, max_len, steps * profile.pose_batch_size, seed=profile.seed)
-    collator = PoSECollator(C, Lt, spec.method, seed=[profile.seed, rank()], bos=data.tokenizer.bos_token_id,
+    docs = ExtensionDocs(data.train, Lt, max_len, steps * profile.pose_batch_size, seed=seed)
+    collator = PoSECollator(C, Lt, spec.method, seed=[seed, rank()], bos=data.tokenizer.bos_token_id,
                             **spec.sampler_kwargs(C))
     partial, tmp = final.with_name(final.name + ".partial"), final.with_name(final.name + ".tmp")
     if force and main: shutil.rmtree(partial, ignore_errors=True)
-    args = finetune_args(profile, partial, steps, deepspeed)
+    args = finetune_args(profile, partial, steps, deepspeed, seed=seed)
     callbacks = []
     if spec.eval_every: callbacks.append(_PPLTracker(_held_out(profile, Lt, min(profile.eval_docs, 4)), spec.eval_every))
     trainer = Trainer(model=model, args=args, train_dataset=docs, data_collator=collator, callbacks=callbacks)
@@ -194,7 +204,7 @@ def finetune(profile: Profile, spec: FinetuneSpec, force: bool = False, deepspee
         tokens_per_example = Lt if spec.method == "full-length" else C
         seal(tmp)                                      # checksums of every file, before the manifest that completes it
         write_json(tmp / "manifest.json", dict(
-            spec=asdict(spec), name=spec.name, profile=profile.name, Lc=C, Lt=Lt, steps=trainer.state.global_step,
+            spec=asdict(spec), name=spec.name, profile=profile.name, seed=seed, Lc=C, Lt=Lt, steps=trainer.state.global_step,
             batch_size=profile.pose_batch_size, lr=profile.pose_lr, warmup_steps=warmup_steps(steps), world_size=world_size(),
             per_device_batch_size=args.per_device_train_batch_size, parallel_mode=str(args.parallel_mode.value),
             deepspeed=str(deepspeed) if deepspeed else None, tokens_seen=trainer.state.global_step * profile.pose_batch_size * tokens_per_example,

@@ -5,8 +5,10 @@
 # %% ../nbs/10b_sweeps.ipynb #16d83139
 from __future__ import annotations
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 import numpy as np, pandas as pd
+from scipy import stats
+from tqdm.auto import tqdm
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 from .config import Profile
 from .data import long_documents, second_corpus_docs
@@ -18,7 +20,8 @@ from .finetune import FinetuneSpec, extended_model, load_finetuned
 __all__ = ['INTERP', 'INTERP_NAME', 'PAPER_INTERP_NAME', 'ORIGINAL', 'logged_every', 'b_spec', 'table1_runs', 'chunk_runs',
            'interpolation_runs', 'pi_only', 'load_run', 'passkey_runs', 'lens_runs', 'eval_set', 'eval_corpora',
            'doubling_lengths', 'ppl_sweep', 'sweep_ratio', 'wide_ppl', 'growth_ratio', 'ratio_values', 'ppl_spread',
-           'PPLSetup', 'ppl_setup', 'plain_log_axes']
+           'PPLSetup', 'ppl_setup', 'seed_runs', 'pooled', 'seed_ratio', 'seed_spread', 'seed_sweep', 'seed_table',
+           'plain_log_axes']
 
 # %% ../nbs/10b_sweeps.ipynb #360a2922
 def logged_every(P: Profile) -> int:
@@ -180,6 +183,72 @@ def ppl_setup(P: Profile, data, s: int) -> PPLSetup:
     "The shared sweep for target s·C: `eval_corpora` at s·C, `doubling_lengths(C, s)`, stride C/2, the tokenizer's BOS."
     return PPLSetup(eval_corpora(P, data, s * P.C), doubling_lengths(P.C, s), P.C // 2, data.tokenizer.bos_token_id, P.C, s)
 
+
+# %% ../nbs/10b_sweeps.ipynb #a0a72a46
+def seed_runs(P: Profile, spec: FinetuneSpec, n: int) -> list[FinetuneSpec]:
+    """`spec` replicated over `n` fine-tune seeds: the run itself first (the profile's seed: the shared cached run), then seeds
+    P.seed + 1 … P.seed + n − 1 (same base, recipe and data pool; data order, sampler draws and the Trainer's seed differ)."""
+    if not (isinstance(n, int) and n >= 1): raise ValueError(f"seeds n={n!r}: allowed an int ≥ 1")
+    return [spec] + [replace(spec, seed=P.seed + k, eval_every=0) for k in range(1, n)]
+
+# %% ../nbs/10b_sweeps.ipynb #c51892a8
+def pooled(results: list[dict]) -> dict:
+    "`sliding_window_ppl` results of replicate runs on the same documents as one: per-document NLL and token counts summed over runs."
+    if not results: raise ValueError("pooled needs at least one result")
+    toks = [tuple(r["doc_tokens"]) for r in results]
+    if len(set(toks)) != 1: raise ValueError("the results must score the same documents and tokens (doc_tokens differ)")
+    nll, tok = np.sum([r["doc_nll"] for r in results], 0), np.sum([r["doc_tokens"] for r in results], 0)
+    return dict(ppl=math.exp(nll.sum() / tok.sum()), nll=float(nll.sum()), tokens=int(tok.sum()), doc_nll=nll.tolist(),
+                doc_tokens=tok.tolist(), runs=len(results))
+
+def seed_ratio(a: list[dict], b: list[dict], level: float = 0.95, reps: int = 1000, seed: int = 0) -> dict:
+    """PPL(a)/PPL(b) of two runs each replicated over fine-tune seeds (lists of `sliding_window_ppl` results on the same
+    documents; seed i of a with seed i of b): the ratio of the pooled PPLs (= the geometric mean of the per-seed ratios) and
+    its noise from both sources: `doc_noise`, the paired bootstrap over documents of the pooled NLL (`ppl_ratio_docs`), and
+    `seed_noise`, the t-interval half-width (`level`) of the per-seed ratios on the log scale; `noise` adds them in
+    quadrature. With one seed the seed noise is unknown (NaN) and `noise` is the document noise alone."""
+    if len(a) != len(b) or not a: raise ValueError(f"seed_ratio needs as many results for a as for b (≥ 1); got {len(a)} and {len(b)}")
+    d = ppl_ratio_docs(pooled(a), pooled(b), reps, seed, level)
+    per = np.array([math.exp(x["nll"] / x["tokens"] - y["nll"] / y["tokens"]) for x, y in zip(a, b)])
+    n, sn = len(per), float("nan")
+    if n > 1: sn = d["ratio"] * (math.exp(stats.t.ppf((1 + level) / 2, n - 1) * np.log(per).std(ddof=1) / math.sqrt(n)) - 1)
+    noise = math.hypot(d["noise"], sn) if n > 1 else d["noise"]
+    return dict(ratio=d["ratio"], lo=d["ratio"] - noise, hi=d["ratio"] + noise, noise=noise, doc_noise=d["noise"], seed_noise=sn,
+                per_seed=[round(float(x), 4) for x in per], seeds=n)
+
+def seed_spread(runs: dict, labels: list[str], corpus: str) -> dict:
+    """`ppl_spread` over seed replicates: highest over lowest pooled PPL of `labels` − 1 on one corpus, with `seed_ratio`'s noise;
+    `runs[(label, corpus)]` is a list of results, one per seed."""
+    by = sorted(labels, key=lambda m: pooled(runs[(m, corpus)])["ppl"])
+    r = seed_ratio(runs[(by[-1], corpus)], runs[(by[0], corpus)])
+    return dict(spread=round(r["ratio"] - 1, 4), noise=round(r["noise"], 4), doc_noise=round(r["doc_noise"], 4),
+                seed_noise=round(r["seed_noise"], 4), highest=by[-1], lowest=by[0], seeds=r["seeds"])
+
+# %% ../nbs/10b_sweeps.ipynb #6c051f99
+def seed_sweep(P: Profile, setup, runs: dict[str, FinetuneSpec], n: int, L: int, results: dict | None = None) -> dict:
+    """Sliding-window PPL at window L of each run in `runs` (label → spec) over `n` fine-tune seeds, on `setup`'s corpora, stride
+    and BOS: {(label, corpus): [one result per seed]}. The shared run's result is taken from `results[(label, corpus, L)]`
+    (a `PPLSetup.run` sweep on the same documents) when there; every replicate is trained here (cached) and read."""
+    out = {}
+    for label, spec in tqdm(list(runs.items()), desc=f"seed replicates at L={L}", leave=False):
+        for k, sp in enumerate(seed_runs(P, spec, n)):
+            cached = {c: results.get((label, c, L)) for c in setup.corpora} if (k == 0 and results is not None) else {}
+            model = None if cached and all(cached.values()) else load_finetuned(P, sp)
+            for c, docs in setup.corpora.items():
+                r = cached.get(c) or sliding_window_ppl(model, docs, L, setup.stride, setup.bos, progress=False)
+                out.setdefault((label, c), []).append(r)
+            del model
+    return out
+
+def seed_table(runs: dict) -> pd.DataFrame:
+    "One row per (corpus, model) of `seed_sweep`'s result: seeds, pooled PPL, per-seed PPL (mean, sd, min, max, each)."
+    rows = []
+    for (label, corpus), rs in runs.items():
+        p = np.array([r["ppl"] for r in rs])
+        rows.append(dict(corpus=corpus, model=label, seeds=len(rs), ppl_pooled=round(pooled(rs)["ppl"], 4), ppl_mean=round(float(p.mean()), 4),
+                         ppl_sd=round(float(p.std(ddof=1)), 4) if len(p) > 1 else float("nan"), ppl_min=round(float(p.min()), 4),
+                         ppl_max=round(float(p.max()), 4), ppl_each=" / ".join(f"{x:.3f}" for x in p)))
+    return pd.DataFrame(rows).sort_values(["corpus", "model"], kind="stable").reset_index(drop=True)
 
 # %% ../nbs/10b_sweeps.ipynb #5ad78eae
 def plain_log_axes(ax, xticks=None):
