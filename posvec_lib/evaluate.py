@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_evaluate.ipynb #226a4a4d
 from __future__ import annotations
-import math
+import inspect, math
 import numpy as np
 import torch
 from tqdm.auto import tqdm
@@ -12,8 +12,8 @@ from .train import token_nll
 from .trace import as_token_batch
 
 # %% auto #0
-__all__ = ['ppl_by_position', 'matched_ppl', 'sliding_windows', 'sliding_window_ppl', 'truncate_ppl', 'ppl_ratio_docs',
-           'doc_ppl_result']
+__all__ = ['ppl_by_position', 'matched_ppl', 'sliding_windows', 'suffix_logits', 'sliding_window_ppl', 'truncate_ppl',
+           'ppl_ratio_docs', 'doc_ppl_result']
 
 # %% ../nbs/10_evaluate.ipynb #f9586424
 def ppl_by_position(model, samples: torch.Tensor, bucket: int, batch_size: int = 8, progress: bool = False) -> dict:
@@ -73,6 +73,15 @@ def _check_docs(docs, what: str):
     bad = [i for i, d in enumerate(docs) if (d.ndim if hasattr(d, "ndim") else np.ndim(d)) != 1]
     if bad: raise ValueError(f"{what}: documents must be 1-D sequences of token ids; {len(bad)} of {len(docs)} are not (first: docs[{bad[0]}])")
 
+# %% ../nbs/10_evaluate.ipynb #9babb8ea
+def suffix_logits(model, x: torch.Tensor, k: int) -> torch.Tensor:
+    "Logits [B, k, vocab] of the last `k` positions of `x` [B, T] (1 ≤ k ≤ T), computed for those positions only where the model allows."
+    if not 1 <= k <= x.shape[1]: raise ValueError(f"k={k}: allowed 1 ≤ k ≤ {x.shape[1]} (the sequence length)")
+    mask = torch.ones_like(x)
+    if "logits_to_keep" in inspect.signature(model.forward).parameters:
+        return model(x, attention_mask=mask, logits_to_keep=k).logits
+    return model(x, attention_mask=mask).logits[:, -k:]
+
 # %% ../nbs/10_evaluate.ipynb #3fdfd474
 @torch.no_grad()
 def sliding_window_ppl(model, docs: list, L: int, S: int, bos_id: int, progress: bool = True, max_tokens: int = 1024) -> dict:
@@ -83,7 +92,10 @@ def sliding_window_ppl(model, docs: list, L: int, S: int, bos_id: int, progress:
     forward pass per batch instead of per window. The default suits a CPU, where batching only pays for short windows
     (measured with the cpu zoo: 8 windows of 128 tokens per pass ~1.3x faster than one, a few windows of 2048 tokens
     per pass slower); on a GPU raise it (e.g. 65536), lower it if a window runs out of memory. The NLL is taken on
-    contiguous [tokens, vocab] logits: cross-entropy over a transposed [B, vocab, T] view is ~7x slower on a CPU."""
+    contiguous [tokens, vocab] logits: cross-entropy over a transposed [B, vocab, T] view is ~7x slower on a CPU.
+    Only the scored suffix of each batch gets logits (`suffix_logits`: transformers' `logits_to_keep`), so the LM head
+    and the cross-entropy skip the context part of every window (measured with the cpu zoo's RoPE model, stride 64:
+    20–28 % less time at 256–1024-token windows, the same PPL to 6 digits)."""
     model.eval(); dev = next(model.parameters()).device
     if max_tokens < 1: raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
     _check_docs(docs, "sliding_window_ppl")
@@ -98,11 +110,12 @@ def sliding_window_ppl(model, docs: list, L: int, S: int, bos_id: int, progress:
     with torch.no_grad():
         for n, batch in tqdm(batches, disable=not progress, desc=f"ppl L={L}", leave=False):
             x = torch.stack([torch.cat([torch.tensor([bos_id]), torch.as_tensor(docs[d][b:e])]).long() for d, b, e, f in batch]).to(dev)
-            logits = model(x, attention_mask=torch.ones_like(x)).logits[:, :-1].float()
-            nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1),
-                                                    reduction="none").view(len(batch), -1)      # [B, n]; nll[i, k] scores doc[b + k]
+            off = min(f - b for d, b, e, f in batch)                                      # the batch's first scored offset
+            logits = suffix_logits(model, x, n + 1 - off)[:, :-1].float()                  # positions off … n − 1
+            nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, off + 1:].reshape(-1),
+                                                    reduction="none").view(len(batch), -1)  # [B, n − off]; nll[i, k] scores doc[b + off + k]
             for i, (d, b, e, f) in enumerate(batch):
-                x_nll = float(nll[i, f - b:].double().sum())
+                x_nll = float(nll[i, f - b - off:].double().sum())
                 total += x_nll; count += e - f; doc_nll[d] += x_nll; doc_tokens[d] += e - f
     return dict(ppl=math.exp(total / count), nll=total, tokens=count, doc_nll=doc_nll.tolist(), doc_tokens=doc_tokens.tolist())
 

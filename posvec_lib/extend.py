@@ -17,6 +17,7 @@ from .decompose import PositionalVectors, positional_vectors, cosine_matrix
 from .rope import apply_interpolation
 from .variants import ATTENTION_KINDS, supported_models
 from .train import token_nll
+from .evaluate import suffix_logits
 
 # %% auto #0
 __all__ = ['NEEDS', 'EXTENSIONS', 'RESOLVING_ERROR', 'SIMI_REL_IN_DISTRIBUTION', 'REPLICATE_SEEDS', 'IDENTITY_SETTINGS',
@@ -564,7 +565,7 @@ def repetition_accuracy(model, ids: torch.Tensor, m: int = 4, batch_size: int = 
     dev, hits = next(model.parameters()).device, []
     for s in range(0, len(ids), batch_size):
         x = ids[s:s + batch_size].to(dev)
-        pred = model(x, attention_mask=torch.ones_like(x)).logits[:, -m - 1:-1].argmax(-1)
+        pred = suffix_logits(model, x, m + 1)[:, :-1].argmax(-1)            # logits of the last m + 1 positions only
         hits.append((pred == x[:, -m:]).float().cpu())
     return float(torch.cat(hits).mean())
 

@@ -16,7 +16,7 @@ __all__ = ['REPORT_KNOBS', 'VERDICT_ORDER', 'claim_counts', 'report_data', 'fmt_
 
 # %% ../nbs/11a_report.ipynb #0b168a30
 REPORT_KNOBS = ("device", "dtype", "seed", "threads", "C", "window", "small_window", "d_model", "n_layers", "n_heads", "d_ff",
-                "train_steps", "continual_steps", "recall_share", "copy_share", "induction_steps", "batch_size", "lr", "corpus", "corpus_max_files", "eval_corpus", "second_corpus", "tokenizer",
+                "train_steps", "continual_steps", "recall_share", "copy_share", "induction_steps", "batch_size", "lr", "lr_floor", "corpus", "corpus_max_files", "eval_corpus", "second_corpus", "tokenizer",
                 "vocab_size", "base_model", "n_samples", "max_factor", "ext_factors", "pose_targets", "pose_steps",
                 "pose_batch_size", "pose_lr", "zoo", "pretrained", "pretrained_model", "pretrained_length", "pretrained_samples")
 

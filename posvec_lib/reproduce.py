@@ -501,6 +501,7 @@ def plan(P: Profile, arts: list, force: bool = False, trust_committed: bool = Fa
 
 # %% ../nbs/11_reproduce.ipynb #9c4e0911
 def _eta(rows) -> str:
+    if not any(r["run"] for r in rows): return "0 min (nothing to run)"
     known = [r["recorded_s"] for r in rows if r["run"] and r["recorded_s"]]
     unknown = sum(1 for r in rows if r["run"] and not r["recorded_s"])
     s = f"~{sum(known) / 60:.0f} min" if known else "unknown"
