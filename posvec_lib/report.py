@@ -18,7 +18,7 @@ __all__ = ['REPORT_KNOBS', 'VERDICT_ORDER', 'claim_counts', 'report_data', 'fmt_
 REPORT_KNOBS = ("device", "dtype", "seed", "threads", "C", "window", "small_window", "d_model", "n_layers", "n_heads", "d_ff",
                 "train_steps", "continual_steps", "recall_share", "copy_share", "induction_steps", "batch_size", "lr", "lr_floor", "corpus", "corpus_max_files", "eval_corpus", "second_corpus", "tokenizer",
                 "vocab_size", "base_model", "n_samples", "max_factor", "ext_factors", "pose_targets", "pose_steps",
-                "pose_batch_size", "pose_lr", "zoo", "pretrained", "pretrained_model", "pretrained_length", "pretrained_samples")
+                "pose_batch_size", "pose_lr", "eval_docs", "extreme_target", "passkey_trials", "zoo", "pretrained", "pretrained_model", "pretrained_length", "pretrained_samples")
 
 def claim_counts(res: dict) -> dict:
     "Claims of one result by verdict; wall-clock checks (volatile) and sanity checks (kind 'sanity') counted apart, never in the headline."

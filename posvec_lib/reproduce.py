@@ -60,7 +60,7 @@ ARTIFACTS: dict[str, Artifact] = {a.name: a for a in [
     Artifact("B_passkey", ("B Fig. 2", "B rebuttal passkey baselines"),
              "passkey retrieval vs prompt length for Original, PI-only, RandPos, Full-length, PoSE (official and code prompts): exact match and graded log-likelihood rank"),
     Artifact("B_interpolation", ("B Table 6", "B Fig. 4", "B Table 2"),
-             "PI-only vs Full-length vs PoSE for Linear/NTK/YaRN; PPL vs length on two RoPE bases (rope, window_rope); extreme 64C targets"),
+             "PI-only vs Full-length vs PoSE for Linear/NTK/YaRN; PPL vs length on two RoPE bases (rope, window_rope); extreme targets (extreme_target·C; not run at cpu)"),
     Artifact("B_chunks", ("B Table 4", "B Table 5", "B rebuttal u0 variants"),
              "PoSE sampler ablations: chunk content, number of chunks, first chunk at 0 vs last chunk at Lt-1"),
     Artifact("AB_lens", (),
