@@ -630,10 +630,11 @@ def _finetune_runs(recorded: Profile) -> dict:
 
 # %% ../nbs/11_reproduce.ipynb #2d03a7f8
 def _parse_run(name: str, zoo: tuple) -> dict | None:
-    "'rope-full-length-linear-8x' -> base rope, method full-length, interpolation linear, target 8."
+    """'rope-full-length-linear-8x' -> base rope, method full-length, interpolation linear, target 8, seed None; a seed
+    replicate (`FinetuneSpec.seed`, named '<run>-seedK') is the same run with seed K: it costs as much."""
     base = max((z for z in zoo if name.startswith(z + "-")), key=len, default=None)
-    m = _re.fullmatch(r"(.+)-([a-z_]+)-(\d+)x", name[len(base) + 1:]) if base else None
-    return dict(base=base, method=m[1], interpolation=m[2], target=int(m[3])) if m else None
+    m = _re.fullmatch(r"(.+)-([a-z_]+)-(\d+)x(?:-seed(\d+))?", name[len(base) + 1:]) if base else None
+    return dict(base=base, method=m[1], interpolation=m[2], target=int(m[3]), seed=int(m[4]) if m[4] else None) if m else None
 
 # %% ../nbs/11_reproduce.ipynb #d821c955
 def _deepspeed_check(P: Profile) -> str:
