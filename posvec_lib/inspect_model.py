@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 from .config import atomic_write, write_json, _to_markdown, disk_errors
 from .trace import decoder_layers
-from .decompose import positional_vectors, anchor_ratio, pca
+from .decompose import positional_vectors, anchor_ratio, combine, pca
 from .attention import mean_attention, sink_share, uniform_sink_share, attention_by_distance, sink_excess
 from .ablate import attention_input_vectors, ablation_table, position_sets
 from .data import fixed_length_samples
@@ -83,9 +83,11 @@ def inspect_model(model, tokenizer, samples: torch.Tensor, out, layers=None, n_a
     nl = len(decoder_layers(model)); show = _layers_to_show(nl, layers)
     t0, say = time.time(), (lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None)
     say(f"posvec inspect {name}: positional vectors of {N} × {T} tokens")
-    pv = positional_vectors(model, samples, batch_size, progress=progress)
+    halves = [positional_vectors(model, x, batch_size, progress=progress) for x in samples.tensor_split(2)]   # disjoint halves
+    pv = combine(*halves)
     per_layer = pd.DataFrame(dict(layer=np.arange(1, nl + 1), position_share=pv.position_share.numpy(),
-                                  anchor_ratio=anchor_ratio(pv, n_initial).numpy(),
+                                  anchor_ratio=anchor_ratio(halves[0], n_initial, replicate=halves[1]).numpy(),   # cross-fitted
+                                  anchor_ratio_plain=anchor_ratio(pv, n_initial).numpy(),                         # biased low at small N
                                   p0_norm_over_mean=(pv.p[:, 0].norm(dim=-1) / pv.p[:, 1:].norm(dim=-1).mean(-1)).numpy()))
     say(f"attention of {min(n_attention, N)} samples (eager)")
     impl = model.config._attn_implementation

@@ -43,7 +43,7 @@ def result_bytes(home: Path, res: str = "smoke") -> bytes:
     (["--set", "C=32.5"], "knob C=32.5 is not allowed: float is not an integer; allowed: an integer ≥ 8"),
     (["--set", "C=true"], "knob C='true' is not allowed: str is not an integer"),
     (["--set", "ext_factors=0"], "knob ext_factors=[0] is not allowed; allowed: a non-empty list of integers ≥ 2"),
-    (["--set", "n_samples=0"], "knob n_samples=0 is not allowed; allowed: an integer ≥ 2"),
+    (["--set", "n_samples=0"], "knob n_samples=0 is not allowed; allowed: an integer ≥ 4"),
     (["--set", "dtype=float64"], "knob dtype='float64' is not allowed; allowed: 'float32', 'bfloat16' or 'float16'"),
     (["--set", "device=gpu"], "knob device='gpu' is not allowed; allowed: 'cpu', 'cuda' or 'auto'"),
     (["--set", "zoo=nope,xpos"], "a non-empty list of distinct zoo variants from ['nope', 'rope'"),
