@@ -23,6 +23,11 @@ Measured on this 2-core AMD EPYC (AVX2, no AVX-512 BF16), benchmarks/throughput-
   fp32, rope / window): 4 × 192 (d_ff 512) 5240 / 4954; 6 × 160 (448) 5419 / 5412; 8 × 128 (384) 4131 / 4336;
   8 × 160 (448) 3414 / 3542 tokens/s. The `cpu` profile takes 6 × 160: as fast as the old 4 × 192 and deep enough for
   L·W = 4.5 C with W = 96 (8 layers would cost 25 % more per token).
+- 2026-12-04, on another machine of the same 2-core kind, an Intel Xeon with AVX-512 BF16 and AMX
+  (`--steps 8 --only fp32,bf16`, the cpu geometry 6 × 160): fp32 8004 tokens/s (1.48× the AMD machine's 5419), bf16
+  autocast 10504 (1.31× fp32, mean timed loss +0.0004). The zoo stays in fp32: bf16 changes the numbers, and on the
+  AMD machine it was 15× slower. The cold `make reproduce` of that day trained the RoPE base in 913 s (2000 steps,
+  8.97k tokens/s inside the Trainer) against 1561 s on the AMD machine.
 """
 import argparse, contextlib, csv, json, time
 from pathlib import Path
