@@ -145,7 +145,7 @@ def get_tokenizer(profile: Profile, corpus: Corpus | None = None):
     if profile.tokenizer == "bpe":
         return train_bpe(corpus or load_corpus(profile.corpus, profile.corpus_max_files), profile.vocab_size)
     from transformers import AutoTokenizer
-    t = AutoTokenizer.from_pretrained(profile.tokenizer)
+    t = AutoTokenizer.from_pretrained(profile.tokenizer, trust_remote_code=False)
     t.posvec_hash = hashlib.sha256(profile.tokenizer.encode()).hexdigest()[:12]
     return t
 

@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     dev = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
     samples = torch.load(a.samples)
     attn = "posvec_eager" if a.what == "attention" else "posvec_sdpa"
-    model = AutoModelForCausalLM.from_pretrained(a.model, attn_implementation=attn).to(dev).eval()
+    model = AutoModelForCausalLM.from_pretrained(a.model, attn_implementation=attn, trust_remote_code=False)
+    model = model.to(dev).eval()
     if a.what == "positional":
         pv = sharded_positional_vectors(model, samples, a.batch_size)
         out = dict(p=pv.p, n_samples=pv.n_samples, total_var=pv.total_var)

@@ -240,7 +240,8 @@ def load_finetuned(profile: Profile, spec: FinetuneSpec, train: bool = True, att
         if not train: raise FileNotFoundError(f"fine-tuned model {spec.name!r} of profile {profile.name!r} is not trained ({path})")
         finetune(profile, spec)
     else: _noted(path)
-    return LlamaForCausalLM.from_pretrained(path, attn_implementation=attn).to(resolve_device(profile)).eval()
+    model = LlamaForCausalLM.from_pretrained(path, attn_implementation=attn, trust_remote_code=False)
+    return model.to(resolve_device(profile)).eval()
 
 # %% ../nbs/12_finetune.ipynb #3e1fd31d
 def finetune_manifest(profile: Profile, spec: FinetuneSpec) -> dict:

@@ -274,7 +274,7 @@ def load_zoo_model(profile: Profile, name: str, attn: str = "posvec_sdpa", train
         if not train: raise FileNotFoundError(f"zoo model {name!r} of profile {profile.name!r} is not trained ({path})")
         train_zoo_model(profile, name)
     note_zoo_entry(path)
-    model = LlamaForCausalLM.from_pretrained(path, attn_implementation=attn)
+    model = LlamaForCausalLM.from_pretrained(path, attn_implementation=attn, trust_remote_code=False)
     return model.to(resolve_device(profile)).eval()
 
 def zoo_manifest(profile: Profile, name: str) -> dict:

@@ -74,3 +74,70 @@ def test_inspect_refuses_bad_input(venv_bin, tmp_path, args, msg):
     r, out = _inspect(venv_bin, tmp_path, *args)
     assert r.returncode == 2 and msg in r.stderr, r.stderr[-2000:]
     assert not out.exists()                                                            # refused before anything is written
+
+
+def _own_code_folder(tmp_path, model_type, weights=False):
+    "A folder whose config asks for its own Python (auto_map); importing that code writes a marker file."
+    d, marker = tmp_path / "own-code", tmp_path / "CODE-RAN"
+    d.mkdir()
+    (d / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n"
+                               "from transformers import LlamaConfig as EvilConfig, LlamaForCausalLM as EvilModel\n")
+    if weights:
+        from transformers import LlamaConfig, LlamaForCausalLM
+        LlamaForCausalLM(LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                     num_attention_heads=4, num_key_value_heads=2)).save_pretrained(d)
+    cfg = json.loads((d / "config.json").read_text()) if weights else {}
+    cfg.update(model_type=model_type, auto_map={"AutoConfig": "evil.EvilConfig", "AutoModelForCausalLM": "evil.EvilModel"})
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d, marker
+
+
+def test_inspect_refuses_a_folder_with_its_own_code(venv_bin, tmp_path):
+    "`yes | posvec inspect FOLDER` on a config with auto_map: refused in one line, nothing prompted, the code never runs."
+    d, marker = _own_code_folder(tmp_path, "posvec-own-code")
+    r = subprocess.run([str(venv_bin / "posvec"), "inspect", str(d), "--out", str(tmp_path / "out")],
+                       input="y\n" * 50, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert r.returncode == 2 and "own Python code" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "[y/N]" not in r.stdout + r.stderr and not marker.exists()
+
+
+def test_known_model_type_with_auto_map_loads_library_code(tmp_path):
+    "A Llama config that also names its own code loads with transformers' Llama, without running that code."
+    from posvec_lib.pretrained import load_checkpoint
+    d, marker = _own_code_folder(tmp_path, "llama", weights=True)
+    m = load_checkpoint(d)
+    assert type(m).__name__ == "LlamaForCausalLM" and not marker.exists()
+
+
+def _cut(src, dst, n):
+    dst.write_bytes(src.read_bytes()[:n] if n else b""); return dst
+
+
+@pytest.mark.parametrize("case, msg", [
+    ("empty.gguf", "is empty (0 bytes)"), ("cut.gguf", "damaged GGUF file"), ("text.gguf", "not a GGUF file"),
+    ("no-weights", "has a config.json but no weights"), ("bad-config", "is not valid JSON"),
+    ("no-model-type", "has no model_type"), ("cut-safetensors", "is truncated"),
+])
+def test_damaged_model_inputs_fail_in_one_line(venv_bin, tmp_path, case, msg):
+    "Damaged GGUF files and incomplete folders: exit 2 and one line naming the file and the fault, before loading."
+    import shutil
+    from posvec_lib.pretrained import model_source, tiny_local_model
+    gg = model_source("smollm2-135m")["path"]
+    if case.endswith(".gguf"):
+        target = tmp_path / case
+        if case == "text.gguf": target.write_text("not a model\n")
+        else: _cut(gg, target, 0 if case == "empty.gguf" else 400_000)
+        named = target
+    else:
+        target = tmp_path / case; shutil.copytree(tiny_local_model(), target)
+        w, f = target / "model.safetensors", target / "config.json"
+        if case == "no-weights": w.unlink()
+        elif case == "bad-config": f.write_text('{"model_type": "llama",')
+        elif case == "no-model-type": f.write_text("{}")
+        else: _cut(w, w, w.stat().st_size // 2)
+        named = w if case == "cut-safetensors" else (target if case == "no-weights" else f)
+    r, out = _inspect(venv_bin, tmp_path, str(target))
+    lines = [l for l in r.stderr.splitlines() if l.startswith("posvec: error:")]
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(lines) == 1, r.stderr[-2000:]
+    assert msg in lines[0] and str(named) in lines[0], lines[0]
+    assert not out.exists()
