@@ -365,19 +365,25 @@ def figures_dir(profile: str | Profile, *parts, create: bool = True) -> Path:
 class DiskError(OSError):
     "A write failed because of the disk or the folder's permissions; the message names the folder."
 
-_DISK = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
-         errno.EROFS: "the folder is on a read-only file system", errno.EACCES: "no permission to write there",
-         errno.EPERM: "no permission to write there"}
+_FIX = "free space or fix the folder's permissions, or set POSVEC_HOME to a writable clone"
+_KIND = "move the file or folder that stands in the way aside, and run again"
+_DISK = {errno.ENOSPC: ("no space left on the device", _FIX), errno.EDQUOT: ("disk quota exceeded", _FIX),
+         errno.EROFS: ("the folder is on a read-only file system", _FIX),
+         errno.EACCES: ("no permission to write there", _FIX), errno.EPERM: ("no permission to write there", _FIX),
+         errno.ENOTDIR: ("a file stands where a folder of the project belongs", _KIND),
+         errno.EEXIST: ("a file stands where a folder of the project belongs", _KIND),
+         errno.EISDIR: ("a folder stands where a file of the project belongs", _KIND)}
 
 @contextlib.contextmanager
 def disk_errors(folder):
-    "Re-raise disk-full / read-only / permission errors inside the block as one `DiskError` line naming `folder`."
+    "Re-raise disk, permission and file-or-folder errors inside the block as one `DiskError` line naming the path."
     try: yield
     except DiskError: raise
     except OSError as e:
         if e.errno not in _DISK: raise
-        raise DiskError(e.errno, f"cannot write to {folder}: {_DISK[e.errno]} ({e.strerror}); free space or fix the "
-                                 "folder's permissions, or set POSVEC_HOME to a writable clone") from None
+        what, fix = _DISK[e.errno]
+        where = e.filename if e.errno in (errno.ENOTDIR, errno.EEXIST, errno.EISDIR) and e.filename else folder
+        raise DiskError(e.errno, f"cannot write to {where}: {what} ({e.strerror}); {fix}") from None
     except RuntimeError as e:     # torch.save on a full disk
         m = str(e)
         if "inline_container" not in m and "PytorchStreamWriter" not in m and "file write failed" not in m: raise
@@ -706,6 +712,12 @@ def is_timing(key: str) -> bool:
     return key in ("seconds", "wall_time_s", "wall_s") or key.endswith(("_seconds", "_wall_time_s", "_wall_s"))
 
 # %% ../nbs/00_config.ipynb #6c67cc5a
+def _file_stem(name) -> str:
+    "A figure or table name: a plain file name without folders, refused otherwise."
+    if not isinstance(name, str) or not name.strip() or any(ch in name for ch in "/\\\x00") or name.startswith("."):
+        raise ValueError(f"figure or table name {name!r}; allowed: a plain file name without folders or a leading dot")
+    return name
+
 class Record:
     "Collects one artifact's figures, tables, numbers and claim checks; `save()` writes result.json last."
     def __init__(self, artifact: str, profile: Profile, items: list[str] | tuple = (), folder: Path | None = None):
@@ -722,6 +734,7 @@ class Record:
     def figure(self, fig, name: str, title: str | None = None, volatile: bool = False):
         "Save a matplotlib figure as PNG and PDF (`volatile`: it plots wall-clock measurements)."
         import matplotlib.pyplot as plt
+        _file_stem(name)
         if title: fig.suptitle(title)
         for ext in ("png", "pdf"):
             atomic_write(self.dir / f"{name}.{ext}",
@@ -733,6 +746,7 @@ class Record:
 
     def table(self, df, name: str, floatfmt: str = ".4g", volatile: bool = False):
         "Save a pandas DataFrame as CSV and Markdown (`volatile`: it holds wall-clock measurements)."
+        _file_stem(name)
         atomic_write(self.dir / f"{name}.csv", df.to_csv(index=False, float_format="%.6g"))
         atomic_write(self.dir / f"{name}.md", _to_markdown(df, floatfmt) + "\n")
         self.tables.append(f"{name}.csv")

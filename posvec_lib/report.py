@@ -6,8 +6,9 @@
 from __future__ import annotations
 import json, math, os, time
 from pathlib import Path
+from .record import read_result, read_run, confined
 from .config import Profile, get_profile, figures_dir, project_root, write_json, atomic_write, ZOO_VARIANTS, VERDICTS, disk_errors
-from .reproduce import (ARTIFACTS, PAPER_ITEMS, RESULT_KEYS, list_artifacts, read_record, git_commit, _jsonable, status,
+from .reproduce import (ARTIFACTS, PAPER_ITEMS, list_artifacts, git_commit, _jsonable, status,
                                   inputs_hash)
 
 # %% auto #0
@@ -29,10 +30,6 @@ def claim_counts(res: dict) -> dict:
     return n
 
 # %% ../nbs/11a_report.ipynb #61211fd9
-def _read_json(path: Path):
-    try: return json.loads(Path(path).read_text())
-    except (OSError, ValueError): return None
-
 def report_data(P: Profile) -> dict:
     "Everything the report shows, gathered from the result.json / run.json files of profile `P`."
     L = list_artifacts(P); root = figures_dir(P, create=False)
@@ -42,8 +39,8 @@ def report_data(P: Profile) -> dict:
     for a in L["artifacts"]:
         name = a["artifact"]
         ok = a["status"] in ("done", "stale", "unrecorded")   # a damaged record is named in the summary, never read
-        res = read_record(root / name / "result.json", RESULT_KEYS)[0] if ok else None
-        run = (read_record(root / name / "run.json")[0] if ok else None) or {}
+        res = read_result(root / name)[0] if ok else None
+        run = (read_run(root / name / "run.json")[0] if ok else None) or {}
         diff = {k: v for k, v in (res or {}).get("knobs", {}).items() if k in knobs and k != "name" and v != knobs[k]}
         rows.append(dict(status=a, result=res, run=run, knob_diff=diff))
         if not res: continue
@@ -209,7 +206,7 @@ def write_report(profile: str | Profile = "cpu") -> Path:
         for f in res["figures"]: lines.append(f"![{f}]({a['artifact']}/{f})")
         if res["figures"]: lines.append("")
         for t in res["tables"]:
-            md = root / a["artifact"] / t.replace(".csv", ".md")
+            md = confined(root / a["artifact"], t[:-len(".csv")] + ".md")
             if md.exists(): lines += [f"**{t[:-4]}**", "", md.read_text().strip(), ""]
         if res["claims"]:
             lines += _md_table(["claim", "verdict", "measured", "source"],
@@ -264,10 +261,10 @@ def write_html_report(P: Profile, D: dict) -> Path:
                                         f"[{esc(str(a['error'].get('execution_count')))}]: {esc(a['error']['message'][:300])}</p>")
         if not res: continue
         for f in res["figures"]:
-            b64 = base64.b64encode((root / a["artifact"] / f).read_bytes()).decode()
+            b64 = base64.b64encode(confined(root / a["artifact"], f).read_bytes()).decode()
             parts.append(f"<img alt='{esc(f)}' src='data:image/png;base64,{b64}'>")
         for t in res["tables"]:
-            parts.append(f"<h3>{esc(t[:-4])}</h3>" + _table_html(root / a["artifact"] / t))
+            parts.append(f"<h3>{esc(t[:-4])}</h3>" + _table_html(confined(root / a["artifact"], t)))
         if res["claims"]:
             parts.append("<table class=claims><tr><th>claim</th><th>verdict</th><th>measured</th><th>source</th></tr>" + "".join(
                 f"<tr class='{c['verdict'].replace(' ', '-')}'><td>{_claim_html(c, esc)}</td><td><b>{esc(c['verdict'])}</b>{' (sanity, not counted)' if c.get('kind') == 'sanity' else ''}</td>"

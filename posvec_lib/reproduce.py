@@ -10,15 +10,15 @@ from pathlib import Path
 from .config import (PROFILES, Profile, get_profile, project_root, figures_dir, write_json, atomic_write, _knob_names, in_notebook,
                                ZOO_VARIANTS, KNOBS, VERDICTS, parse_knob, parse_sets, is_offline, restore_interrupted, staging_dir, swap_in, writable, require_clone, DiskError,
                                disk_errors)
+from .record import RESULT_KEYS, read_record, read_result, read_run, type_problem
 
 # %% auto #0
-__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'RUNNER_MODULES', 'RESULT_KEYS', 'LOCAL_CORPORA', 'HUB_NAME', 'GPU_ASSUMPTION', 'Artifact',
-           'check_items', 'select', 'experiments_dir', 'library_hash', 'module_closure', 'notebook_modules',
-           'inputs_hash', 'legacy_inputs_hash', 'read_record', 'failure_path', 'computed_path', 'status',
-           'upgrade_keys', 'git_commit', 'run_artifact', 'preflight', 'check_runnable', 'compare_results',
-           'agreement_lines', 'committed_result', 'agreement_with', 'BatchLocked', 'batch_lock', 'plan', 'print_plan',
-           'reproduce', 'list_artifacts', 'llama_parameters', 'profile_plan', 'scaled_profile', 'code_path_check',
-           'print_profile_plan', 'main']
+__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'RUNNER_MODULES', 'LOCAL_CORPORA', 'HUB_NAME', 'GPU_ASSUMPTION', 'Artifact', 'check_items',
+           'select', 'experiments_dir', 'library_hash', 'module_closure', 'notebook_modules', 'inputs_hash',
+           'legacy_inputs_hash', 'failure_path', 'computed_path', 'status', 'upgrade_keys', 'git_commit',
+           'run_artifact', 'preflight', 'check_runnable', 'compare_results', 'agreement_lines', 'committed_result',
+           'agreement_with', 'BatchLocked', 'batch_lock', 'plan', 'print_plan', 'reproduce', 'list_artifacts',
+           'llama_parameters', 'profile_plan', 'scaled_profile', 'code_path_check', 'print_profile_plan', 'main']
 
 # %% ../nbs/11_reproduce.ipynb #78f5e64a
 PAPER_ITEMS = (
@@ -163,67 +163,51 @@ def legacy_inputs_hash(art: Artifact, profile: Profile) -> str:
     nb = (experiments_dir() / f"{art.name}.ipynb").read_bytes()
     return hashlib.sha256(nb + library_hash().encode() + profile.digest().encode()).hexdigest()[:16]
 
-# %% ../nbs/11_reproduce.ipynb #cf86302b
-RESULT_KEYS = ("artifact", "claims", "figures", "tables", "numbers")
-
-def read_record(path: Path, keys: tuple = ()) -> tuple[dict | None, str | None]:
-    "A JSON record and None, or None and what is wrong with it (missing, unreadable, not JSON, lacking `keys`), naming the file."
-    path = Path(path)
-    if not path.exists(): return None, None
-    try: obj = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError) as e: return None, f"{path} is unreadable ({e})"
-    except ValueError as e: return None, f"{path} is damaged: not valid JSON ({e})"
-    if not isinstance(obj, dict): return None, f"{path} is damaged: not a JSON object"
-    lacking = [k for k in keys if k not in obj]
-    if lacking: return None, f"{path} is damaged: it lacks {lacking}"
-    return obj, None
-
 # %% ../nbs/11_reproduce.ipynb #814cf3f5
 def failure_path(art: Artifact, profile: Profile) -> Path:
     "Where the last failed attempt at an artifact is recorded (under runs/, so the last good result stays untouched)."
     return project_root() / "runs" / profile.results_name / f"{art.name}.failed.json"
 
 # %% ../nbs/11_reproduce.ipynb #b09c14ad
-def _claims_problem(res: dict) -> str | None:
-    "What is wrong with a result's claims, if anything (the report reads every one)."
-    if not isinstance(res.get("claims"), list): return "'claims' is not a list"
-    for c in res["claims"]:
-        if not isinstance(c, dict) or not isinstance(c.get("claim"), str) or c.get("verdict") not in VERDICTS:
-            return f"a claim is not a {{claim, verdict in {VERDICTS}}} record: {str(c)[:120]}"
-    return None
-
 def computed_path(art: Artifact, profile: Profile) -> Path:
     "This machine's record that it computed an artifact (under the ignored runs/): a clone's committed results are not computed here."
     return project_root() / "runs" / profile.results_name / f"{art.name}.computed.json"
 
 # %% ../nbs/11_reproduce.ipynb #4274d28c
+def _folder_problem(d: Path) -> str | None:
+    "A file where an artifact's folder belongs, named."
+    return f"{d} is a file where the artifact's folder belongs" if d.exists() and not d.is_dir() else None
+
 def status(art: Artifact, profile: Profile) -> dict:
-    """Status: 'done' (current), 'stale' (inputs changed), 'unrecorded', 'damaged', 'failed' or 'missing'; reads only, never raises.
-    `here`: this machine computed the current result (False for the results a fresh clone brings: `reproduce` recomputes those)."""
+    """Status: 'done' (current), 'stale' (inputs changed), 'unrecorded', 'damaged', 'failed' or 'missing'; never raises.
+    `here`: this machine computed the current result (False for a fresh clone's committed results)."""
     d = figures_dir(profile, art.name, create=False)
     old = d.parent / f".{d.name}.old"
-    if not d.exists() and old.exists(): d = old          # a batch is swapping this folder right now: the last good one
-    run, run_bad = read_record(d / "run.json", ("status", "inputs"))
-    res, res_bad = read_record(d / "result.json", RESULT_KEYS)
-    if res is not None and _claims_problem(res): res, res_bad = None, f"{d / 'result.json'} is damaged: {_claims_problem(res)}"
-    fail, _ = read_record(failure_path(art, profile))
-    problem = run_bad or res_bad
-    if problem: st = "damaged"
+    if not d.exists() and old.is_dir(): d = old          # a batch is swapping this folder right now: the last good one
+    run, run_bad = read_run(d / "run.json")
+    res, res_bad = read_result(d)                        # schema, claims, and every listed file inside the folder
+    fail, _ = read_run(failure_path(art, profile))       # a damaged failure record is no failure
+    problem = _folder_problem(d) or run_bad or res_bad
+    if problem: st, run, res = "damaged", None, None
     elif res and run:
-        if run.get("status") == "ok":     # a result keyed by the legacy hash that still matches is current under both
-            st = "done" if run.get("inputs") in (inputs_hash(art, profile), legacy_inputs_hash(art, profile)) else "stale"
-        else: st, problem = "damaged", f"{d / 'run.json'} says status {run.get('status')!r} beside a result.json"
-    elif res: st, problem = "unrecorded", (f"{d / 'result.json'} was written outside the runner (a notebook run by hand); "
-                                           "`posvec reproduce` reruns it")
-    elif run and run.get("status") == "failed": st = "failed"            # a failure recorded before failures went to runs/
+        if run["status"] == "ok":     # a result keyed by the legacy hash that still matches is current under both
+            current = (inputs_hash(art, profile), legacy_inputs_hash(art, profile))
+            st = "done" if run["inputs"] in current else "stale"
+        else: st, problem = "damaged", f"{d / 'run.json'} says status {run['status']!r} beside a result.json"
+    elif res: st, problem = "unrecorded", (f"{d / 'result.json'} was written outside the runner (a notebook run by "
+                                           "hand); `posvec reproduce` reruns it")
+    elif run and run["status"] == "failed": st = "failed"            # a failure recorded before failures went to runs/
     elif run: st, problem = "damaged", f"{d / 'run.json'} has no result.json beside it"
     else: st = "failed" if fail else "missing"
-    if fail and run and (fail.get("finished") or "") < (run.get("finished") or ""): fail = None   # an older failure, since fixed
-    here = st == "done" and (read_record(computed_path(art, profile))[0] or {}).get("inputs") == run.get("inputs")
+    if fail and run and fail.get("finished", "") < run.get("finished", ""): fail = None   # an older failure, since fixed
+    comp = read_record(computed_path(art, profile), check=lambda c: type_problem(c, {"inputs": str}))[0] or {}
+    here = st == "done" and comp.get("inputs") == run["inputs"]
     out = dict(artifact=art.name, items=list(art.items), status=st, here=here, wall_time_s=(run or {}).get("wall_time_s"),
-               finished=(run or {}).get("finished"), error=(fail or {}).get("error") or (run or {}).get("error"), problem=problem)
+               finished=(run or {}).get("finished"), error=(fail or {}).get("error") or (run or {}).get("error"),
+               problem=problem)
     if fail and st in ("done", "stale"): out["last_attempt"] = f"failed at {fail.get('finished')}; the previous result is kept"
     return out
+
 
 # %% ../nbs/11_reproduce.ipynb #a0386c4b
 def upgrade_keys(profile: Profile, log=print) -> list[str]:
@@ -232,7 +216,7 @@ def upgrade_keys(profile: Profile, log=print) -> list[str]:
     done = []
     for art in ARTIFACTS.values():
         f = figures_dir(profile, art.name, create=False) / "run.json"
-        run = read_record(f, ("status", "inputs"))[0]
+        run = read_run(f)[0]
         if not run or run.get("status") != "ok": continue
         new = inputs_hash(art, profile)
         if run["inputs"] == new or run["inputs"] != legacy_inputs_hash(art, profile): continue
@@ -262,7 +246,7 @@ _git_commit = git_commit
 def run_artifact(art: Artifact, profile: Profile, overrides: dict | None = None, log=print) -> dict:
     "Execute one experiment notebook with papermill; returns its run record (also written to run.json)."
     import papermill as pm
-    out_dir = project_root() / "runs" / profile.results_name; out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = writable(project_root() / "runs" / profile.results_name)
     fig = figures_dir(profile, art.name, create=False)
     restore_interrupted(fig)                                # the notebook writes beside the last good result (Record)
     stage = staging_dir(fig); shutil.rmtree(stage, ignore_errors=True)   # nothing a killed run staged is taken for this run's
@@ -278,7 +262,7 @@ def run_artifact(art: Artifact, profile: Profile, overrides: dict | None = None,
                                 parameters=dict(profile=profile.name, overrides=_jsonable(overrides or {})),   # tuples as lists
                                 cwd=str(experiments_dir()), progress_bar=False, stdout_file=so, stderr_file=so,
                                 kernel_name="python3", extra_arguments=["--IPKernelApp.log_level=ERROR"])   # no TCP warning per artifact
-        res, bad = read_record(stage / "result.json", RESULT_KEYS)
+        res, bad = read_result(stage)
         if res is None:
             raise RuntimeError(bad or f"notebook {art.name} finished without writing result.json (did it call rec.save()?)")
         timings, _ = read_record(stage / "timing.json")
@@ -451,7 +435,7 @@ def agreement_with(P: Profile, commit: str = "HEAD", only=None) -> dict:
     out = {}
     for art in select(only):
         ref = committed_result(art, P, sha)
-        new = read_record(figures_dir(P, art.name, create=False) / "result.json", RESULT_KEYS)[0]
+        new = read_result(figures_dir(P, art.name, create=False))[0]
         if ref and new: out[art.name] = dict(compare_results(ref, new), reference_commit=sha, reference_status="committed")
     return out
 
@@ -465,7 +449,7 @@ def batch_lock(P: Profile, wait: bool = False):
     "One batch per profile and clone (they share caches): a second one waits (`wait`) or is refused, naming the holder."
     path = project_root() / "runs" / f".{P.name}.lock"
     with disk_errors(path.parent): path.parent.mkdir(parents=True, exist_ok=True)
-    f = open(path, "a+")                       # not inherited by the kernels (close-on-exec); released when we exit or die
+    with disk_errors(path): f = open(path, "a+")                       # not inherited by the kernels (close-on-exec); released when we exit or die
     try:
         try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -532,6 +516,7 @@ def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False, ov
     Q = preflight(P, allow_no_gpu)
     if Q.device != P.device: P, overrides = Q, {**(overrides or {}), "device": Q.device}   # --allow-no-gpu: the notebooks see it too
     check_runnable(P)
+    for d in (figures_dir(P, create=False), project_root() / "runs"): writable(d)   # a file in the way: one line, now
     with batch_lock(P, wait):
         upgrade_keys(P)
         return _run_batch(P, arts, force, overrides, report, trust_committed)
@@ -540,13 +525,13 @@ def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False, ov
 def _reference(art: Artifact, P: Profile) -> dict | None:
     "The result an artifact's rerun is compared with: the one in its folder now (the committed one on a fresh clone), with its commit."
     d = figures_dir(P, art.name, create=False)
-    res = read_record(d / "result.json", RESULT_KEYS)[0]
+    res = read_result(d)[0]
     if res is None: return None
-    return dict(result=res, commit=(read_record(d / "run.json")[0] or {}).get("commit", ""), status=status(art, P)["status"])
+    return dict(result=res, commit=(read_run(d / "run.json")[0] or {}).get("commit", ""), status=status(art, P)["status"])
 
 # %% ../nbs/11_reproduce.ipynb #718dfcf3
 def _run_batch(P: Profile, arts: list, force: bool, overrides: dict | None, report: bool, trust_committed: bool = False) -> dict:
-    log_dir = project_root() / "runs" / P.results_name; log_dir.mkdir(parents=True, exist_ok=True)
+    log_dir = writable(project_root() / "runs" / P.results_name)
     log_path = log_dir / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     def log(msg):
         line = f"[{time.strftime('%H:%M:%S')}] {msg}"; print(line, flush=True)
@@ -566,7 +551,7 @@ def _run_batch(P: Profile, arts: list, force: bool, overrides: dict | None, repo
         rec = run_artifact(art, P, overrides, log)
         summary["ok" if rec["status"] == "ok" else "failed"].append(art.name)
         if rec["status"] == "ok" and ref:
-            new = read_record(figures_dir(P, art.name, create=False) / "result.json", RESULT_KEYS)[0] or {}
+            new = read_result(figures_dir(P, art.name, create=False))[0] or {}
             summary["agreement"][art.name] = dict(compare_results(ref["result"], new), reference_commit=ref["commit"],
                                                   reference_status=ref["status"])
         log(f"[{i}/{len(arts)}] {art.name}: {rec['status']} in {rec['wall_time_s']:.0f}s"
@@ -624,7 +609,7 @@ def _finetune_runs(recorded: Profile) -> dict:
     "The fine-tunes the experiment notebooks request, by run name, with the artifacts that use them (from recorded results)."
     runs = {}
     for res_file in sorted(figures_dir(recorded, create=False).glob("*/result.json")):
-        res = read_record(res_file, RESULT_KEYS)[0] or {}
+        res = read_result(res_file.parent)[0] or {}
         for name in res.get("inputs", {}).get("finetuned", {}): runs.setdefault(name, []).append(res_file.parent.name)
     return runs
 

@@ -366,3 +366,103 @@ def test_damaged_positional_vector_cache_is_recomputed(empty_root, capsys):
         b = extend.cached_positional_vectors(m, x)
     assert f"damaged cache entry {f} (positional-vector cache" in capsys.readouterr().err
     assert torch.equal(a.p, b.p)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 7. Records are validated by schema: paths confined to their folder, types checked, listed files present
+
+@pytest.fixture
+def cli(home, monkeypatch, capsys):
+    "`posvec` in this process (no interpreter start per call), in the scratch project: (exit code, stdout, stderr)."
+    from posvec_lib.reproduce import main
+    monkeypatch.setenv("POSVEC_HOME", str(home))
+    for k, v in OFFLINE.items(): monkeypatch.setenv(k, v)
+    def run(*args):
+        rc = main(list(args)); out, err = capsys.readouterr()
+        return rc, out, err
+    return run
+
+
+def listing(cli) -> dict:
+    rc, out, err = cli("list", "--profile", "smoke", "--json")
+    assert rc == 0, err
+    return {s["artifact"]: s for s in json.loads(out)["artifacts"]}
+
+
+def edit_record(home, which: str, **changes) -> Path:
+    f = home / "figures" / "smoke" / FAST / which
+    f.write_text(json.dumps(dict(json.loads(f.read_text()), **changes)))
+    return f
+
+
+@pytest.mark.parametrize("key,name", [("figures", "/etc/hostname"), ("figures", "../../../../../../etc/hostname"),
+                                      ("tables", "/etc/hostname"), ("figures", "outside.png")])
+def test_record_cannot_pull_a_file_into_the_report(home, cli, key, name):
+    "A result.json naming a file outside its folder (absolute, '..', a link) is damaged and nothing of it is read."
+    import base64
+    d = home / "figures" / "smoke" / FAST
+    if name == "outside.png": (d / name).symlink_to("/etc/hostname")
+    f = edit_record(home, "result.json", **{key: [name]})
+    a = listing(cli)[FAST]
+    assert a["status"] == "damaged" and f"{f} is damaged: '{key}' lists '{name}'" in a["problem"], a
+    assert cli("report", "--profile", "smoke")[0] == 0
+    html = (home / "figures" / "smoke" / "REPORT.html").read_text()
+    secret = Path("/etc/hostname").read_bytes()
+    assert base64.b64encode(secret).decode() not in html and secret.decode().strip() not in html.replace(FAST, "")
+    assert "is damaged" in html
+
+
+@pytest.mark.parametrize("which,changes,needle", [
+    ("run.json", dict(finished=20261204), "'finished' is int '20261204', not str"),
+    ("run.json", dict(wall_time_s="fast"), "'wall_time_s' is str 'fast', not int or float"),
+    ("run.json", dict(status=1), "'status' is int '1', not str"),
+    ("result.json", dict(numbers=[1, 2]), "'numbers' is list"),
+    ("result.json", dict(claims=[{"claim": "x", "verdict": "holds"}]), "lacks ['values']"),
+    ("result.json", dict(figures="fig.png"), "'figures' is str 'fig.png', not list"),
+])
+def test_record_that_parses_but_is_wrong_is_damaged(home, cli, venv_bin, which, changes, needle):
+    "Wrong types are damage: list, report and the dry run name it and go on; the batch reruns the artifact."
+    f = edit_record(home, which, **changes)
+    a = listing(cli)[FAST]
+    assert a["status"] == "damaged" and needle in a["problem"] and str(f) in a["problem"], a
+    assert cli("report", "--profile", "smoke")[0] == 0
+    rc, out, err = cli("reproduce", "--profile", "smoke", "--only", FAST, "--dry-run")
+    assert rc == 0 and "treated as missing" in out, out + err
+
+
+def test_failure_record_with_wrong_types_is_ignored(home, cli):
+    "A damaged failure record under runs/ does not break list (it is no failure)."
+    f = home / "runs" / "smoke" / f"{FAST}.failed.json"
+    f.write_text(json.dumps(dict(status="failed", inputs="x", finished=5, error="boom")))
+    assert listing(cli)[FAST]["status"] == "done"
+
+
+def test_deleted_figure_is_damaged_and_rerun(home, cli, venv_bin):
+    "A figure of a finished result deleted by hand: not 'done', the report goes on, the batch reruns it."
+    d = home / "figures" / "smoke" / FAST
+    fig = json.loads((d / "result.json").read_text())["figures"][0]
+    (d / fig).unlink()
+    a = listing(cli)[FAST]
+    assert a["status"] == "damaged" and f"'figures' lists '{fig}', which is not in {d}" in a["problem"], a
+    assert cli("report", "--profile", "smoke")[0] == 0
+    r = posvec(venv_bin, home, "reproduce", "--profile", "smoke", "--only", FAST)
+    assert r.returncode == 0 and (d / fig).exists(), r.stdout[-2000:]
+
+
+@pytest.mark.parametrize("case", ["runs is a file", "figures is a file", "lock is a folder", "artifact is a file"])
+def test_project_folder_of_the_wrong_kind_is_one_line(home, cli, case):
+    "A file where a folder of the project belongs (or the reverse): one line naming the path, exit 2, no traceback."
+    if case == "runs is a file": shutil.rmtree(home / "runs"); (home / "runs").write_text("")
+    if case == "figures is a file": shutil.rmtree(home / "figures"); (home / "figures").write_text("")
+    if case == "lock is a folder": (home / "runs" / ".smoke.lock").unlink(); (home / "runs" / ".smoke.lock").mkdir()
+    if case == "artifact is a file":
+        shutil.rmtree(home / "figures" / "smoke" / FAST); (home / "figures" / "smoke" / FAST).write_text("")
+        assert listing(cli)[FAST]["status"] == "damaged"
+    for args in (("list", "--profile", "smoke"), ("report", "--profile", "smoke"),
+                 ("reproduce", "--profile", "smoke", "--only", "zoo", "--dry-run")):
+        rc, out, err = cli(*args)
+        assert rc in (0, 2), (args, out[-1000:], err[-2000:])
+        if rc == 2: assert err.count("\n") == 1 and "stands where a" in err, (args, err)
+    if case != "artifact is a file":    # the batch itself: refused in one line before any notebook runs
+        rc, out, err = cli("reproduce", "--profile", "smoke", "--only", FAST)
+        assert rc == 2 and err.count("\n") == 1 and "stands where a" in err, (out[-1000:], err)
