@@ -11,12 +11,13 @@ import numpy as np
 import torch
 from .config import cache_dir, seal, entry_ok, note_input, is_offline, sample_seed
 from .variants import ATTENTION_KINDS, LLAMA_FAMILY, Variant, apply_variant
+from .trace import ADAPTERS
 from .data import TokenizedDocs, load_corpus, tokenize_split
 
 # %% auto #0
 __all__ = ['PRETRAINED', 'PretrainedModel', 'registry_table', 'package_file', 'model_source', 'check_gguf', 'check_model_folder',
-           'check_model_files', 'tiny_local_model', 'load_checkpoint', 'load_pretrained', 'uses_bos', 'model_docs',
-           'text_docs', 'pretrained_inputs']
+           'check_model_files', 'tiny_local_model', 'load_checkpoint', 'family_attention', 'load_config',
+           'load_pretrained', 'uses_bos', 'model_docs', 'text_docs', 'pretrained_inputs']
 
 # %% ../nbs/02b_pretrained.ipynb #e9a444b2
 @dataclass(frozen=True)
@@ -241,6 +242,18 @@ def load_checkpoint(name_or_path, variant: Variant | None = None, attn: str = "p
     `variant`, the checkpoint is turned into that zoo variant by configuration (NoPE, window, ALiBi …)."""
     return _model_at(_located(name_or_path), variant, attn, dtype, device)
 
+def family_attention(config, attn: str = "posvec_sdpa") -> str:
+    "Attention for a family posvec's kernels do not cover: eager when asked or required (Gemma2), else sdpa."
+    ad = ADAPTERS.get(config.model_type)
+    return "eager" if attn == "posvec_eager" or (ad is not None and ad.eager) else "sdpa"
+
+def load_config(name_or_path):
+    "(config, located source) of a model name: files checked, `AutoConfig` only (no weights, never own code)."
+    from transformers import AutoConfig
+    located = _located(name_or_path)
+    _, where, kw = located
+    return AutoConfig.from_pretrained(where, trust_remote_code=False, **kw), located
+
 def _model_at(located: tuple, variant, attn: str, dtype, device):
     "The model of a located source (`_located`), optionally as a zoo variant, in eval mode on `device`."
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -249,6 +262,7 @@ def _model_at(located: tuple, variant, attn: str, dtype, device):
     _, where, kw = located
     cfg = AutoConfig.from_pretrained(where, trust_remote_code=False, **kw)
     if variant is not None: apply_variant(cfg, variant, attn)
+    elif cfg.model_type not in LLAMA_FAMILY: attn = family_attention(cfg, attn)      # transformers' own kernels
     elif getattr(cfg, "posvec_variant", None) is None: cfg._attn_implementation = attn
     model = AutoModelForCausalLM.from_pretrained(where, config=cfg, dtype=dt, attn_implementation=attn,
                                                  trust_remote_code=False, **kw).eval()

@@ -6,13 +6,106 @@
 from __future__ import annotations
 import weakref
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import Callable
 import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['HOOK_POINTS', 'as_token_batch', 'decoder_layers', 'hook_point', 'hooks', 'run_with_cache', 'run_with_hooks',
-           'active_extensions', 'Extension']
+__all__ = ['ADAPTERS', 'MEASURES', 'HOOK_POINTS', 'Adapter', 'model_class', 'position_kind', 'supported_for', 'check_measures',
+           'support_table', 'layer_windows', 'attention_masks', 'as_token_batch', 'adapter_of', 'decoder_layers',
+           'hook_point', 'hooks', 'run_with_cache', 'run_with_hooks', 'active_extensions', 'Extension']
+
+# %% ../nbs/04_trace.ipynb #c15a53ee
+@dataclass(frozen=True)
+class Adapter:
+    "Where a model family keeps its parts (attribute names) and how it encodes positions."
+    stack: str                   # the decoder-layer list on the base model
+    attn: str                    # a layer's attention module
+    ln1: str                     # a layer's input norm: what attention reads
+    qkv: tuple                   # ('q_proj', 'k_proj', 'v_proj'), or one fused projection
+    positions: str = "rope"      # 'rope' | 'partial_rope' | 'learned' (the family's default)
+    eager: bool = False          # attention must run eager (Gemma2: logit soft-capping)
+    @property
+    def fused(self) -> bool: return len(self.qkv) == 1
+
+_LLAMA_LIKE = Adapter("layers", "self_attn", "input_layernorm", ("q_proj", "k_proj", "v_proj"))
+ADAPTERS = {"llama": _LLAMA_LIKE, "mistral": _LLAMA_LIKE, "qwen2": _LLAMA_LIKE, "qwen3": _LLAMA_LIKE,
+            "gemma": _LLAMA_LIKE, "gemma2": replace(_LLAMA_LIKE, eager=True), "gemma3_text": _LLAMA_LIKE,
+            "phi3": Adapter("layers", "self_attn", "input_layernorm", ("qkv_proj",)),
+            "gpt2": Adapter("h", "attn", "ln_1", ("c_attn",), "learned"),
+            "gpt_neox": Adapter("layers", "attention", "input_layernorm", ("query_key_value",), "partial_rope")}
+
+MEASURES = {"positional_vectors": "the hidden state after every decoder layer",
+            "attention": "the attention weights of every head (eager attention)",
+            "ablation": "split key and value projections (an edit reaches keys and values, not queries)",
+            "rope_switch": "a rotary embedding on every head dimension (RoPE scaling, NoPE, extension)"}
+
+# %% ../nbs/04_trace.ipynb #1dd6fb89
+def model_class(config) -> str:
+    "The causal-LM class name a config loads as (its `architectures`, else transformers' mapping)."
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    arch = getattr(config, "architectures", None)
+    mt = getattr(config, "model_type", None)
+    return arch[0] if arch else MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(mt, f"{type(config).__name__} ({mt})")
+
+def position_kind(config) -> str:
+    "How a config's model encodes positions: 'rope', 'partial_rope' (rotary on a fraction of dims) or 'learned'."
+    ad = ADAPTERS.get(getattr(config, "model_type", None))
+    if ad is not None and ad.positions == "learned": return "learned"
+    rp = getattr(config, "rope_parameters", None) or {}
+    frac = rp.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", None))
+    if frac is None: return ad.positions if ad is not None else "rope"
+    return "rope" if float(frac) == 1.0 else "partial_rope"
+
+# %% ../nbs/04_trace.ipynb #2cd6603f
+def _refusal(config, measure: str) -> str | None:
+    "Why `measure` does not apply to `config`'s model, or None when it does."
+    ad = ADAPTERS.get(getattr(config, "model_type", None))
+    if ad is None: return f"model_type {getattr(config, 'model_type', None)!r} has no adapter"
+    if measure == "ablation" and ad.fused:
+        return f"its q/k/v projection is fused ({ad.qkv[0]}): keys and values cannot be edited apart from queries"
+    pk = position_kind(config)
+    if measure == "rope_switch" and pk != "rope":
+        return {"learned": "it has learned absolute positions, no rotary embedding",
+                "partial_rope": "its rotary embedding covers only part of each head"}[pk]
+    return None
+
+def supported_for(measure: str) -> list[str]:
+    "The model types (with their default configs) that support `measure`."
+    ok = {"ablation": lambda a: not a.fused, "rope_switch": lambda a: a.positions == "rope"}.get(measure)
+    return [mt for mt, a in ADAPTERS.items() if ok is None or ok(a)]
+
+def check_measures(config, measures) -> Adapter:
+    "The family's adapter if every measure applies to `config`; a ValueError naming class, measure and support."
+    bad = [m for m in measures if m not in MEASURES]
+    if bad: raise ValueError(f"unknown measures {bad}; allowed: {list(MEASURES)}")
+    for m in measures:
+        why = _refusal(config, m)
+        if why: raise ValueError(f"{model_class(config)} does not support {m} ({MEASURES[m]}): {why}; "
+                                 f"supported model types: {', '.join(supported_for(m))}")
+    return ADAPTERS[config.model_type]
+
+def support_table():
+    "Family × measure: 'yes' or the reason it is refused (default config of each family)."
+    import pandas as pd
+    from transformers import AutoConfig
+    rows = {mt: {m: _refusal(AutoConfig.for_model(mt), m) or "yes" for m in MEASURES} for mt in ADAPTERS}
+    return pd.DataFrame(rows).T
+
+# %% ../nbs/04_trace.ipynb #96f6f301
+def layer_windows(config) -> list:
+    "Per layer: its sliding window W (keys t−W+1..t visible), or None for full causal attention."
+    L = config.num_hidden_layers
+    if getattr(config, "posvec_window", None): return [config.posvec_window] * L
+    sw, types = getattr(config, "sliding_window", None), getattr(config, "layer_types", None)
+    if types: return [sw if t == "sliding_attention" else None for t in types]
+    return [sw if sw and getattr(config, "use_sliding_window", True) else None] * L
+
+def attention_masks(config, T: int) -> torch.Tensor:
+    "Which keys each query sees, per layer: bool [L, T, T] (causal, and the layer's sliding window if any)."
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None]
+    return torch.stack([(j <= i) & ((j > i - W) if W else True) for W in layer_windows(config)])
 
 # %% ../nbs/04_trace.ipynb #3327053d
 def _describe(x) -> str:
@@ -41,11 +134,21 @@ def as_token_batch(ids, name: str = "samples") -> torch.Tensor:
     return t if t.dtype == torch.long else t.long()
 
 # %% ../nbs/04_trace.ipynb #df4a8173
+def adapter_of(model) -> Adapter:
+    "The adapter of a loaded model's family; a bare `.model.layers` stack (a test model) reads as Llama-like."
+    mt = getattr(getattr(model, "config", None), "model_type", None)
+    if mt in ADAPTERS: return ADAPTERS[mt]
+    if hasattr(getattr(model, "model", model), "layers"): return _LLAMA_LIKE
+    raise TypeError(f"{type(model).__name__} (model_type {mt!r}) has no adapter; supported model types: "
+                    f"{', '.join(ADAPTERS)}")
+
 def decoder_layers(model) -> torch.nn.ModuleList:
-    "The decoder-layer stack of a causal LM (model.model.layers)."
-    inner = getattr(model, "model", model)
-    if not hasattr(inner, "layers"): raise TypeError(f"{type(model).__name__} has no .model.layers stack")
-    return inner.layers
+    "The decoder-layer stack of a causal LM (`ADAPTERS`: model.model.layers, GPT-2's transformer.h, …)."
+    ad = adapter_of(model)
+    inner = getattr(model, "base_model", None)
+    if inner is None or not hasattr(inner, ad.stack): inner = getattr(model, "model", model)
+    if not hasattr(inner, ad.stack): raise TypeError(f"{type(model).__name__} has no .{ad.stack} layer stack")
+    return getattr(inner, ad.stack)
 
 HOOK_POINTS = {                     # name -> what the hook sees at decoder layer l (TransformerLens' names)
     "resid_pre": "the residual stream entering layer l [B, T, d]",
@@ -69,9 +172,9 @@ def hook_point(name: str, n_layers: int) -> tuple[str, int]:
 _EAGER = {"posvec_sdpa": "posvec_eager", "sdpa": "eager", "flash_attention_2": "eager"}
 
 # %% ../nbs/04_trace.ipynb #9773851c
-def _install(layer, kind: str, name: str, fn) -> list:
+def _install(layer, ad: Adapter, kind: str, name: str, fn) -> list:
     "Register the torch hook of one point: fn(tensor, name) returns a replacement tensor or None (keep)."
-    at = layer.self_attn
+    at = getattr(layer, ad.attn)
     if kind == "resid_pre":
         def pre(mod, args, kwargs):
             h = args[0] if args else kwargs["hidden_states"]
@@ -83,12 +186,12 @@ def _install(layer, kind: str, name: str, fn) -> list:
         def pre_in(mod, args):
             new = fn(args[0], name)
             return None if new is None else (new, *args[1:])
-        return [getattr(at, f"{kind[0]}_proj").register_forward_pre_hook(pre_in)]
+        return [getattr(at, ad.qkv["qkv".index(kind[0])]).register_forward_pre_hook(pre_in)]
     if kind == "attn":
         def read(mod, args, out):
             if fn(out[1], name) is not None: raise ValueError(f"hook point {name!r} is read only: its function must return None")
         return [at.register_forward_hook(read)]
-    target = dict(ln1=layer.input_layernorm, q=at.q_proj, k=at.k_proj, v=at.v_proj, resid_post=layer)[kind]
+    target = layer if kind == "resid_post" else getattr(layer, ad.ln1) if kind == "ln1" else getattr(at, ad.qkv["qkv".index(kind)])
     def post(mod, args, out):
         h = out[0] if isinstance(out, tuple) else out
         new = fn(h, name)
@@ -102,14 +205,18 @@ def hooks(model, fwd: dict[str, Callable] | None = None):
     """Install `{point: fn(tensor, name) -> new tensor or None}` at the named hook points (`HOOK_POINTS`, e.g. `resid_post.3`);
     one function can serve every layer, as it is called with the point's name. Asking for `attn.*` switches the model to
     eager attention for the duration. Everything (hooks and attention implementation) is restored on exit, also on error."""
-    layers, handles = decoder_layers(model), []
+    layers, handles, ad = decoder_layers(model), [], adapter_of(model)
     points = {name: hook_point(name, len(layers)) for name in (fwd or {})}      # every name checked before anything is installed
+    split = [n for n, (k, _) in points.items() if k[0] in "qkv" and k != "attn"]
+    if split and ad.fused:
+        raise ValueError(f"hook points {split} need split q/k/v projections; {type(model).__name__} fuses them "
+                         f"({ad.qkv[0]}): use resid_pre, ln1, attn or resid_post")
     cfg = getattr(model, "config", None)
     was = getattr(cfg, "_attn_implementation", None)
     eager = _EAGER.get(was) if any(k == "attn" for k, _ in points.values()) else None
     try:
         if eager: model.set_attn_implementation(eager)
-        for name, (kind, l) in points.items(): handles += _install(layers[l], kind, name, fwd[name])
+        for name, (kind, l) in points.items(): handles += _install(layers[l], ad, kind, name, fwd[name])
         yield model
     finally:
         for h in handles: h.remove()
