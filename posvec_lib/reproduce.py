@@ -11,14 +11,15 @@ from .config import (PROFILES, Profile, get_profile, project_root, figures_dir, 
                                ZOO_VARIANTS, KNOBS, VERDICTS, parse_knob, parse_sets, is_offline, restore_interrupted, staging_dir, swap_in, writable, require_clone, DiskError,
                                disk_errors)
 from .record import RESULT_KEYS, read_record, read_result, read_run, type_problem
+from .budget import LOCAL_CORPORA, llama_parameters, feasibility, training_seconds
 
 # %% auto #0
-__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'RUNNER_MODULES', 'LOCAL_CORPORA', 'HUB_NAME', 'GPU_ASSUMPTION', 'Artifact', 'check_items',
-           'select', 'experiments_dir', 'library_hash', 'module_closure', 'notebook_modules', 'inputs_hash',
-           'legacy_inputs_hash', 'failure_path', 'computed_path', 'status', 'upgrade_keys', 'git_commit',
-           'run_artifact', 'preflight', 'check_runnable', 'compare_results', 'agreement_lines', 'committed_result',
-           'agreement_with', 'BatchLocked', 'batch_lock', 'plan', 'print_plan', 'reproduce', 'list_artifacts',
-           'llama_parameters', 'profile_plan', 'scaled_profile', 'code_path_check', 'print_profile_plan', 'main']
+__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'RUNNER_MODULES', 'HUB_NAME', 'GPU_ASSUMPTION', 'Artifact', 'check_items', 'select',
+           'experiments_dir', 'library_hash', 'module_closure', 'notebook_modules', 'inputs_hash', 'legacy_inputs_hash',
+           'failure_path', 'computed_path', 'status', 'upgrade_keys', 'git_commit', 'run_artifact', 'preflight',
+           'check_runnable', 'compare_results', 'agreement_lines', 'committed_result', 'agreement_with', 'BatchLocked',
+           'batch_lock', 'plan', 'cache_gaps', 'print_plan', 'reproduce', 'list_artifacts', 'profile_plan',
+           'scaled_profile', 'code_path_check', 'print_profile_plan', 'main']
 
 # %% ../nbs/11_reproduce.ipynb #78f5e64a
 PAPER_ITEMS = (
@@ -301,8 +302,6 @@ def _failing_cell(nb_path: Path) -> dict:
     return {}
 
 # %% ../nbs/11_reproduce.ipynb #ffcef255
-LOCAL_CORPORA = ("stdlib", "stdlib-tests")
-
 def _check_source(knob: str, value: str, what: str, local: tuple = ()):
     "A model/corpus/tokenizer source: a built-in name, an existing path, or a hub name (only while online)."
     if not value or value in local: return
@@ -484,6 +483,23 @@ def plan(P: Profile, arts: list, force: bool = False, trust_committed: bool = Fa
     return rows
 
 # %% ../nbs/11_reproduce.ipynb #9c4e0911
+def cache_gaps(P: Profile) -> dict:
+    "Zoo entries and recorded fine-tunes with no finished entry of their name in data/cache (what a batch must train)."
+    root = project_root() / "data" / "cache"
+    def have(kind, name):
+        pat = re.compile(re.escape(name) + r"-[0-9a-f]{12}")
+        return any(pat.fullmatch(d.name) and (d / "manifest.json").is_file() for d in (root / kind / P.name).glob("*"))
+    return dict(zoo=[m for m in P.zoo if not have("zoo", m)],
+                finetunes=[r for r in _finetune_runs(P) if not have("finetune", r)])
+
+def _training_note(P: Profile) -> str:
+    "What the caches lack and the estimated time to train it (see `budget.training_seconds`)."
+    g = cache_gaps(P)
+    if not g["zoo"] and not g["finetunes"]: return "the caches hold the zoo and every recorded fine-tune"
+    s = training_seconds(P, len(g["finetunes"]), zoo=g["zoo"])
+    return (f"the caches lack {len(g['zoo'])} of {len(P.zoo)} zoo entries and {len(g['finetunes'])} recorded "
+            f"fine-tunes: training them adds ~{s / 60:.0f} min (estimate, budget.training_seconds)")
+
 def _eta(rows) -> str:
     if not any(r["run"] for r in rows): return "0 min (nothing to run)"
     known = [r["recorded_s"] for r in rows if r["run"] and r["recorded_s"]]
@@ -499,7 +515,11 @@ def print_plan(P: Profile, rows: list[dict]):
         print(f"  {'run ' if r['run'] else 'skip'} {r['artifact']:<16} {t}  {r['why']}")
     n = sum(r["run"] for r in rows)
     print(f"{n} of {len(rows)} would run; estimated {_eta(rows)} from the wall times their last runs recorded "
-          "(run.json; those runs had warm caches unless the zoo was trained in them: an empty data/cache adds the zoo's training)")
+          "(run.json, with warm caches)")
+    if n: print(f"  and {_training_note(P)}")
+    problems, warnings = feasibility(P, len(_finetune_runs(P)))
+    for w in warnings: print(f"  note: {w}")
+    for p in problems: print(f"  refused: {p}")
 
 # %% ../nbs/11_reproduce.ipynb #c856759d
 def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False, overrides: dict | None = None,
@@ -515,8 +535,11 @@ def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False, ov
         return dict(profile=P.name, results=P.results_name, plan=rows, ok=[], failed=[], skipped=[r["artifact"] for r in rows if not r["run"]])
     Q = preflight(P, allow_no_gpu)
     if Q.device != P.device: P, overrides = Q, {**(overrides or {}), "device": Q.device}   # --allow-no-gpu: the notebooks see it too
+    problems, warnings = feasibility(P, len(_finetune_runs(P)))          # the profile as a whole, before anything is written
+    if problems:
+        raise ValueError(f"profile {P.name!r} cannot run on this machine, so nothing was run: " + "; ".join(problems))
+    for w in warnings: print(f"posvec: note: {w}", file=sys.stderr)
     check_runnable(P)
-    for d in (figures_dir(P, create=False), project_root() / "runs"): writable(d)   # a file in the way: one line, now
     with batch_lock(P, wait):
         upgrade_keys(P)
         return _run_batch(P, arts, force, overrides, report, trust_committed)
@@ -583,12 +606,6 @@ import re as _re
 
 HUB_NAME = _re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(:[\w.-]+)?$")     # owner/name, optionally :config (data sets)
 GPU_ASSUMPTION = dict(gpu="A100 80GB", peak_tflops=312.0, mfu=0.40, gpus=8)   # stated in every plan; the paper's runs used 8 GPUs
-
-def llama_parameters(d: int, layers: int, heads: int, kv_heads: int, d_ff: int, vocab: int, tied: bool = False) -> int:
-    "Parameter count of a Llama-architecture model (attention with grouped KV heads, SwiGLU MLP, RMSNorms)."
-    kv = d * kv_heads // heads
-    per_layer = d * d * 2 + 2 * d * kv + 3 * d * d_ff + 2 * d
-    return layers * per_layer + vocab * d * (1 if tied else 2) + d
 
 # %% ../nbs/11_reproduce.ipynb #25fd36f6
 def _hub_sizes() -> dict:

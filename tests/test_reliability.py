@@ -466,3 +466,33 @@ def test_project_folder_of_the_wrong_kind_is_one_line(home, cli, case):
     if case != "artifact is a file":    # the batch itself: refused in one line before any notebook runs
         rc, out, err = cli("reproduce", "--profile", "smoke", "--only", FAST)
         assert rc == 2 and err.count("\n") == 1 and "stands where a" in err, (out[-1000:], err)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 8. The profile judged as a whole before work starts: memory, data, models; hours announced
+
+@pytest.mark.parametrize("sets,needle", [
+    (["C=100000"], "zoo training step needs ~"),
+    (["C=100000"], "GiB and this machine has"),
+    (["C=4096"], "its longest test document has"),
+    (["pretrained_length=100000"], "pretrained_length=100000 is beyond tiny-local's window of 256 tokens"),
+    (["pretrained_model=./no/such/model.gguf"], "pretrained_model: model path './no/such/model.gguf' does not exist"),
+])
+def test_profile_that_cannot_run_is_refused_before_anything_runs(home, cli, sets, needle):
+    before = sorted(p.name for p in (home / "runs").iterdir())
+    rc, out, err = cli("reproduce", "--profile", "smoke", "--only", FAST, "--set", *sets)
+    assert rc == 2 and err.count("\n") == 1 and "cannot run on this machine, so nothing was run" in err, (out, err)
+    assert needle in err, err
+    assert sorted(p.name for p in (home / "runs").iterdir()) == before
+
+
+def test_dry_run_counts_what_the_caches_lack(home, cli, monkeypatch, tmp_path):
+    "A fresh clone's dry run adds the training an empty data/cache needs to the recorded wall times."
+    (home / "data" / "cache").unlink(); (home / "data" / "cache").mkdir()
+    rc, out, err = cli("reproduce", "--profile", "smoke", "--only", FAST, "--force", "--dry-run")
+    assert rc == 0 and "the caches lack 7 of 7 zoo entries" in out and "training them adds ~" in out, out + err
+
+
+def test_hours_of_training_are_announced(home, cli):
+    rc, out, err = cli("reproduce", "--profile", "smoke", "--only", FAST, "--dry-run", "--set", "train_steps=30000000")
+    assert rc == 0 and "note: training alone is estimated at ~" in out, out + err
