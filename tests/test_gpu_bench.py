@@ -98,3 +98,34 @@ def test_plan_rows(bench):
         ("pose", 2048, 4096), ("pose", 2048, 8192), ("pose", 2048, 16384),
         ("full-length", 2048, 2048), ("full-length", 4096, 4096), ("full-length", 8192, 8192),
         ("full-length", 16384, 16384)]
+
+
+def oom_rows(bench, limit: int) -> list[dict]:
+    "config_rows on a tiny model that runs out of memory (as CUDA says) above `limit` tokens."
+    import argparse, time
+    from posvec_lib.config import get_profile
+    torch.set_num_threads(1)
+    a = argparse.Namespace(C=32, warmup=1, steps=1, batch=1, grad_ckpt=True)
+    model, _ = bench.build("tiny", 32, torch.float32, torch.device("cpu"))
+    def refuse(mod, args, kwargs):
+        if kwargs["input_ids"].shape[1] > limit:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    model.register_forward_pre_hook(refuse, with_kwargs=True)
+    rows = []
+    P = get_profile("paper", device="cpu", pose_batch_size=1, seed=0)
+    bench.config_rows(a, torch.device("cpu"), model, P, bench.finetune_plan(32, [1, 2, 4, 8]),
+                      dict(config="tiny:mixed", precision="mixed"), time.time() + 600, None,
+                      lambda **r: rows.append(r))
+    return rows
+
+
+def test_out_of_memory_is_a_row(bench):
+    "Out of memory at 4C is an 'oom' row, 8C skipped, the rest measured; at the first row all skip."
+    rows = {(r["method"], r["train_length"], r["position_range"]): r["status"]
+            for r in oom_rows(bench, 64)}
+    assert rows[("pose", 32, 256)] == "ok" and rows[("full-length", 64, 64)] == "ok"
+    assert rows[("full-length", 128, 128)] == "oom"
+    assert rows[("full-length", 256, 256)].startswith("skipped: out of memory at 128")
+    first = oom_rows(bench, 16)
+    assert first[0]["status"] == "oom"
+    assert all(r["status"] == "skipped: out of memory at the first row" for r in first[1:])
