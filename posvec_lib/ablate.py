@@ -105,7 +105,11 @@ def ablate(model, removal: str, positions=None, ref: InputVectors | None = None,
 # %% ../nbs/06a_ablate.ipynb #34484fa7
 def position_sets(C: int, n_initial: int = 5) -> dict[str, range]:
     "Paper A Table 2's position sets at context window C: initial tokens 0–4 and later tokens (32–256 at C ≥ 2048, else C/8–C/4)."
+    if isinstance(n_initial, bool) or not isinstance(n_initial, int) or n_initial < 1:
+        raise ValueError(f"n_initial={n_initial!r}; allowed: an integer ≥ 1 (the initial set is tokens 0..n_initial-1)")
     lo, hi = (32, 256) if C >= 2048 else (max(C // 8, n_initial + 1), max(C // 4, n_initial + 1))
+    if hi >= C: raise ValueError(f"n_initial={n_initial} leaves no later positions {lo}-{hi} inside C={C}; "
+                                 f"allowed: 1 ≤ n_initial ≤ {C - 2}")
     return {f"0-{n_initial - 1}": range(0, n_initial), f"{lo}-{hi}": range(lo, hi + 1)}
 
 # %% ../nbs/06a_ablate.ipynb #bc73c411

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import torch
 from tqdm.auto import tqdm
-from .trace import run_with_cache, decoder_layers, hooks, as_token_batch
+from .trace import run_with_cache, decoder_layers, hooks, as_token_batch, check_batch_size
 
 # %% auto #0
 __all__ = ['SINK_X_UNIFORM', 'mean_attention', 'sink_share', 'uniform_sink_share', 'attention_by_distance', 'sink_x_uniform',
@@ -21,7 +21,7 @@ def mean_attention(model, samples: torch.Tensor, batch_size: int = 8, progress: 
     Each layer's weights are added to a float64 running sum on the model's device as the forward pass returns them
     (no stacking); `layers` (default: all) keeps only some layers, in that order, for large models.
     `samples`: token ids [N, T] with N ≥ 1 (one sequence [T] counts as N = 1)."""
-    samples = as_token_batch(samples, "samples")
+    samples, _ = as_token_batch(samples, "samples", model), check_batch_size(batch_size)
     n_layers = len(decoder_layers(model)); dev = next(model.parameters()).device
     layers = list(range(n_layers)) if layers is None else list(layers)
     if not layers: raise ValueError(f"layers is empty; give at least one of 0..{n_layers - 1} (or None for all)")

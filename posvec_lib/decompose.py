@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 from .config import rank_correlation
-from .trace import run_with_cache, decoder_layers, hooks, as_token_batch
+from .trace import run_with_cache, decoder_layers, hooks, as_token_batch, check_batch_size
 
 # %% auto #0
 __all__ = ['StreamingMoments', 'PositionalVectors', 'positional_vectors', 'semantic_vectors', 'cosine_matrix',
@@ -52,7 +52,7 @@ def positional_vectors(model, samples: torch.Tensor, batch_size: int = 16, progr
     sum over the batch, and the float64 sum of squared norms per position for the variance share), so nothing is
     cached or stacked and memory does not grow with the number of samples. Only the decoder runs (`model.base_model`):
     the LM head's logits are not needed. `samples`: token ids [N, T] with N ≥ 1 (one sequence [T] counts as N = 1)."""
-    samples = as_token_batch(samples, "samples")
+    samples, _ = as_token_batch(samples, "samples", model), check_batch_size(batch_size)
     layers = decoder_layers(model); L = len(layers); dev = next(model.parameters()).device
     T, d = samples.shape[1], model.config.hidden_size
     s1 = torch.zeros(L, T, d, dtype=torch.float64, device=dev)       # sum of h

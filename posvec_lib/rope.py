@@ -119,6 +119,9 @@ def _rotary_owner(model):
 class RopeSwitch(Extension):
     "A model's RoPE switched to an interpolation method; `restore()` (or leaving a `with` block) undoes it exactly."
     def __init__(self, model, method: str, factor: float, original_max_position_embeddings: int | None = None):
+        if method != "none": _check_factor(method, factor)
+        elif isinstance(factor, bool) or not isinstance(factor, (int, float)):
+            raise ValueError(f"factor must be a number (got {factor!r})")
         super().__init__(model, f"rope({method}, {factor:g})")
         self.method, self.factor = method, factor
         self._owner = _rotary_owner(model)

@@ -13,8 +13,9 @@ import torch
 
 # %% auto #0
 __all__ = ['ADAPTERS', 'MEASURES', 'HOOK_POINTS', 'Adapter', 'model_class', 'position_kind', 'supported_for', 'check_measures',
-           'support_table', 'layer_windows', 'attention_masks', 'as_token_batch', 'adapter_of', 'decoder_layers',
-           'hook_point', 'hooks', 'run_with_cache', 'run_with_hooks', 'active_extensions', 'Extension']
+           'support_table', 'layer_windows', 'attention_masks', 'as_token_batch', 'check_batch_size', 'adapter_of',
+           'decoder_layers', 'hook_point', 'hooks', 'run_with_cache', 'run_with_hooks', 'active_extensions',
+           'Extension']
 
 # %% ../nbs/04_trace.ipynb #c15a53ee
 @dataclass(frozen=True)
@@ -30,16 +31,18 @@ class Adapter:
     def fused(self) -> bool: return len(self.qkv) == 1
 
 _LLAMA_LIKE = Adapter("layers", "self_attn", "input_layernorm", ("q_proj", "k_proj", "v_proj"))
-ADAPTERS = {"llama": _LLAMA_LIKE, "mistral": _LLAMA_LIKE, "qwen2": _LLAMA_LIKE, "qwen3": _LLAMA_LIKE,
-            "gemma": _LLAMA_LIKE, "gemma2": replace(_LLAMA_LIKE, eager=True), "gemma3_text": _LLAMA_LIKE,
+ADAPTERS = {"llama": _LLAMA_LIKE, "mistral": _LLAMA_LIKE, "qwen2": _LLAMA_LIKE,
+            "qwen3": _LLAMA_LIKE, "gemma": _LLAMA_LIKE, "gemma2": replace(_LLAMA_LIKE, eager=True),
+            "gemma3_text": _LLAMA_LIKE,
             "phi3": Adapter("layers", "self_attn", "input_layernorm", ("qkv_proj",)),
             "gpt2": Adapter("h", "attn", "ln_1", ("c_attn",), "learned"),
-            "gpt_neox": Adapter("layers", "attention", "input_layernorm", ("query_key_value",), "partial_rope")}
+            "gpt_neox": Adapter("layers", "attention", "input_layernorm", ("query_key_value",),
+                                "partial_rope")}
 
 MEASURES = {"positional_vectors": "the hidden state after every decoder layer",
             "attention": "the attention weights of every head (eager attention)",
-            "ablation": "split key and value projections (an edit reaches keys and values, not queries)",
-            "rope_switch": "a rotary embedding on every head dimension (RoPE scaling, NoPE, extension)"}
+            "ablation": "split k and v projections (edits reach keys and values, not queries)",
+            "rope_switch": "a rotary embedding on every head dimension (RoPE scaling, NoPE, …)"}
 
 # %% ../nbs/04_trace.ipynb #1dd6fb89
 def model_class(config) -> str:
@@ -47,10 +50,10 @@ def model_class(config) -> str:
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
     arch = getattr(config, "architectures", None)
     mt = getattr(config, "model_type", None)
-    return arch[0] if arch else MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(mt, f"{type(config).__name__} ({mt})")
+    return arch[0] if arch else MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(mt, type(config).__name__)
 
 def position_kind(config) -> str:
-    "How a config's model encodes positions: 'rope', 'partial_rope' (rotary on a fraction of dims) or 'learned'."
+    "How a config's model encodes positions: 'rope', 'partial_rope' (some dims) or 'learned'."
     ad = ADAPTERS.get(getattr(config, "model_type", None))
     if ad is not None and ad.positions == "learned": return "learned"
     rp = getattr(config, "rope_parameters", None) or {}
@@ -64,7 +67,8 @@ def _refusal(config, measure: str) -> str | None:
     ad = ADAPTERS.get(getattr(config, "model_type", None))
     if ad is None: return f"model_type {getattr(config, 'model_type', None)!r} has no adapter"
     if measure == "ablation" and ad.fused:
-        return f"its q/k/v projection is fused ({ad.qkv[0]}): keys and values cannot be edited apart from queries"
+        return (f"its q/k/v projection is fused ({ad.qkv[0]}): keys and values cannot be edited "
+                "apart from queries")
     pk = position_kind(config)
     if measure == "rope_switch" and pk != "rope":
         return {"learned": "it has learned absolute positions, no rotary embedding",
@@ -73,24 +77,26 @@ def _refusal(config, measure: str) -> str | None:
 
 def supported_for(measure: str) -> list[str]:
     "The model types (with their default configs) that support `measure`."
-    ok = {"ablation": lambda a: not a.fused, "rope_switch": lambda a: a.positions == "rope"}.get(measure)
+    ok = {"ablation": lambda a: not a.fused, "rope_switch": lambda a: a.positions == "rope"}
+    ok = ok.get(measure)
     return [mt for mt, a in ADAPTERS.items() if ok is None or ok(a)]
 
 def check_measures(config, measures) -> Adapter:
-    "The family's adapter if every measure applies to `config`; a ValueError naming class, measure and support."
+    "The family's adapter if every measure applies; a ValueError naming class, measure, support."
     bad = [m for m in measures if m not in MEASURES]
     if bad: raise ValueError(f"unknown measures {bad}; allowed: {list(MEASURES)}")
     for m in measures:
         why = _refusal(config, m)
-        if why: raise ValueError(f"{model_class(config)} does not support {m} ({MEASURES[m]}): {why}; "
-                                 f"supported model types: {', '.join(supported_for(m))}")
+        if why: raise ValueError(f"{model_class(config)} does not support {m} ({MEASURES[m]}): "
+                                 f"{why}; supported model types: {', '.join(supported_for(m))}")
     return ADAPTERS[config.model_type]
 
 def support_table():
     "Family × measure: 'yes' or the reason it is refused (default config of each family)."
     import pandas as pd
     from transformers import AutoConfig
-    rows = {mt: {m: _refusal(AutoConfig.for_model(mt), m) or "yes" for m in MEASURES} for mt in ADAPTERS}
+    rows = {mt: {m: _refusal(AutoConfig.for_model(mt), m) or "yes" for m in MEASURES}
+            for mt in ADAPTERS}
     return pd.DataFrame(rows).T
 
 # %% ../nbs/04_trace.ipynb #96f6f301
@@ -103,7 +109,7 @@ def layer_windows(config) -> list:
     return [sw if sw and getattr(config, "use_sliding_window", True) else None] * L
 
 def attention_masks(config, T: int) -> torch.Tensor:
-    "Which keys each query sees, per layer: bool [L, T, T] (causal, and the layer's sliding window if any)."
+    "Which keys each query sees, per layer: bool [L, T, T] (causal, within the layer's window)."
     i, j = torch.arange(T)[:, None], torch.arange(T)[None]
     return torch.stack([(j <= i) & ((j > i - W) if W else True) for W in layer_windows(config)])
 
@@ -113,7 +119,7 @@ def _describe(x) -> str:
     if isinstance(x, np.ndarray): return f"a numpy array of shape {x.shape}, dtype {x.dtype}"
     return f"a {type(x).__name__}"
 
-def as_token_batch(ids, name: str = "samples") -> torch.Tensor:
+def as_token_batch(ids, name: str = "samples", model=None) -> torch.Tensor:
     "Token ids as a LongTensor [batch, T] (batch, T ≥ 1): a 2-D LongTensor as is, [T] gets the batch axis, arrays/lists converted."
     want = f"{name} must be integer token ids of shape [batch, T] or [T]"
     t = ids
@@ -131,23 +137,39 @@ def as_token_batch(ids, name: str = "samples") -> torch.Tensor:
     if t.dim() == 2 and t.shape[0] == 0:
         raise ValueError(f"{name} holds 0 samples: at least 1 sample is needed (shape [N, T], N ≥ 1); got {_describe(ids)}")
     if t.dim() == 1: t = t[None]
+    if model is not None: _in_vocabulary(t, model, name)
     return t if t.dtype == torch.long else t.long()
+
+def _in_vocabulary(t: torch.Tensor, model, name: str):
+    "Refuse token ids outside the model's embedding table (an IndexError deep in the model, or garbage on a GPU)."
+    V = model.get_input_embeddings().num_embeddings
+    lo, hi = int(t.min()), int(t.max())
+    if lo < 0 or hi >= V:
+        raise ValueError(f"{name} holds token id {lo if lo < 0 else hi}, outside the model's vocabulary; "
+                         f"allowed: 0..{V - 1}")
+
+def check_batch_size(batch_size, name: str = "batch_size") -> int:
+    "A batch size: an int ≥ 1, refused by name otherwise."
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"{name}={batch_size!r}; allowed: an integer ≥ 1")
+    return batch_size
 
 # %% ../nbs/04_trace.ipynb #df4a8173
 def adapter_of(model) -> Adapter:
-    "The adapter of a loaded model's family; a bare `.model.layers` stack (a test model) reads as Llama-like."
+    "The adapter of a loaded model's family; a bare `.model.layers` stack reads as Llama-like."
     mt = getattr(getattr(model, "config", None), "model_type", None)
     if mt in ADAPTERS: return ADAPTERS[mt]
     if hasattr(getattr(model, "model", model), "layers"): return _LLAMA_LIKE
-    raise TypeError(f"{type(model).__name__} (model_type {mt!r}) has no adapter; supported model types: "
-                    f"{', '.join(ADAPTERS)}")
+    raise TypeError(f"{type(model).__name__} (model_type {mt!r}) has no adapter; supported model "
+                    f"types: {', '.join(ADAPTERS)}")
 
 def decoder_layers(model) -> torch.nn.ModuleList:
-    "The decoder-layer stack of a causal LM (`ADAPTERS`: model.model.layers, GPT-2's transformer.h, …)."
+    "The decoder-layer stack of a causal LM (`ADAPTERS`: model.model.layers, transformer.h, …)."
     ad = adapter_of(model)
     inner = getattr(model, "base_model", None)
     if inner is None or not hasattr(inner, ad.stack): inner = getattr(model, "model", model)
-    if not hasattr(inner, ad.stack): raise TypeError(f"{type(model).__name__} has no .{ad.stack} layer stack")
+    if not hasattr(inner, ad.stack):
+        raise TypeError(f"{type(model).__name__} has no .{ad.stack} layer stack")
     return getattr(inner, ad.stack)
 
 HOOK_POINTS = {                     # name -> what the hook sees at decoder layer l (TransformerLens' names)
@@ -191,7 +213,9 @@ def _install(layer, ad: Adapter, kind: str, name: str, fn) -> list:
         def read(mod, args, out):
             if fn(out[1], name) is not None: raise ValueError(f"hook point {name!r} is read only: its function must return None")
         return [at.register_forward_hook(read)]
-    target = layer if kind == "resid_post" else getattr(layer, ad.ln1) if kind == "ln1" else getattr(at, ad.qkv["qkv".index(kind)])
+    if kind == "resid_post": target = layer
+    elif kind == "ln1": target = getattr(layer, ad.ln1)
+    else: target = getattr(at, ad.qkv["qkv".index(kind)])
     def post(mod, args, out):
         h = out[0] if isinstance(out, tuple) else out
         new = fn(h, name)
@@ -207,16 +231,17 @@ def hooks(model, fwd: dict[str, Callable] | None = None):
     eager attention for the duration. Everything (hooks and attention implementation) is restored on exit, also on error."""
     layers, handles, ad = decoder_layers(model), [], adapter_of(model)
     points = {name: hook_point(name, len(layers)) for name in (fwd or {})}      # every name checked before anything is installed
-    split = [n for n, (k, _) in points.items() if k[0] in "qkv" and k != "attn"]
+    split = [n for n, (k, _) in points.items() if k[0] in "qkv"]
     if split and ad.fused:
-        raise ValueError(f"hook points {split} need split q/k/v projections; {type(model).__name__} fuses them "
-                         f"({ad.qkv[0]}): use resid_pre, ln1, attn or resid_post")
+        raise ValueError(f"hook points {split} need split q/k/v projections; {type(model).__name__} "
+                         f"fuses them ({ad.qkv[0]}): use resid_pre, ln1, attn or resid_post")
     cfg = getattr(model, "config", None)
     was = getattr(cfg, "_attn_implementation", None)
     eager = _EAGER.get(was) if any(k == "attn" for k, _ in points.values()) else None
     try:
         if eager: model.set_attn_implementation(eager)
-        for name, (kind, l) in points.items(): handles += _install(layers[l], ad, kind, name, fwd[name])
+        for name, (kind, l) in points.items():
+            handles += _install(layers[l], ad, kind, name, fwd[name])
         yield model
     finally:
         for h in handles: h.remove()
@@ -276,6 +301,9 @@ class Extension:
         self.active = False
         if not stack: _ACTIVE.pop(self.model, None)
         return self.model
-    def __enter__(self): return self.model
+    def __enter__(self):
+        if not self.active:
+            raise RuntimeError(f"{self!r} was restored and does not apply itself again; create a new one to apply it")
+        return self.model
     def __exit__(self, *exc): self.restore(); return False
     def __repr__(self): return f"{type(self).__name__}({self.tag!r}, active={self.active})"

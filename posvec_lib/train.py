@@ -16,6 +16,7 @@ from .config import (Profile, get_profile, cache_dir, write_json, seed_everythin
                                sample_seed)
 from .data import profile_data, RandomWindows, fixed_length_samples
 from .variants import Variant, zoo_variants, model_config, set_attention
+from .trace import as_token_batch, check_batch_size
 
 # %% auto #0
 __all__ = ['token_nll', 'build_model', 'training_args', 'last_checkpoint', 'world_size', 'rank', 'zoo_recipe',
@@ -27,6 +28,7 @@ __all__ = ['token_nll', 'build_model', 'training_args', 'last_checkpoint', 'worl
 def token_nll(model, ids: torch.Tensor, batch_size: int = 8, position_ids: torch.Tensor | None = None,
               progress: bool = False) -> torch.Tensor:
     "Next-token NLL [n, T-1] of each sequence in `ids` [n, T] (float32, on CPU)."
+    ids, _ = as_token_batch(ids, "ids", model), check_batch_size(batch_size)
     model.eval(); dev = next(model.parameters()).device
     out = []
     for s in tqdm(range(0, len(ids), batch_size), disable=not progress, desc="nll", leave=False):

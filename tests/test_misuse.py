@@ -109,3 +109,48 @@ def test_pose_windows_must_be_positive_integers():
     for n in (2.0, True):
         with pytest.raises(TypeError, match=r"n_chunks must be a positive integer .*got " + re.escape(repr(n))):
             pose_sample_chunks(500, 32, 64, rng, n_chunks=n)
+
+
+@pytest.mark.parametrize("call", ["token_nll", "positional_vectors", "mean_attention"])
+@pytest.mark.parametrize("batch_size", [0, -2, 2.5, "8"])
+def test_batch_size_checked(model, x, call, batch_size):
+    "A batch size of 0 gave range()'s own message, a negative one torch.cat()'s."
+    from posvec_lib.train import token_nll
+    f = dict(token_nll=token_nll, positional_vectors=positional_vectors, mean_attention=mean_attention)[call]
+    with pytest.raises(ValueError, match=re.escape(f"batch_size={batch_size!r}; allowed: an integer ≥ 1")):
+        f(model, x, batch_size=batch_size)
+
+
+@pytest.mark.parametrize("shift,bad", [(V, "outside the model's vocabulary; allowed: 0..100"), (-V, "holds token id -")])
+def test_token_ids_outside_the_vocabulary(model, x, shift, bad):
+    "Ids outside the embedding table gave an IndexError deep in torch (and would give garbage on a GPU)."
+    from posvec_lib.train import token_nll
+    for f in (token_nll, positional_vectors, mean_attention):
+        with pytest.raises(ValueError, match=re.escape(bad)): f(model, x + shift)
+
+
+@pytest.mark.parametrize("n_initial,needle", [(0, "n_initial=0; allowed: an integer ≥ 1"),
+                                              (200, "n_initial=200 leaves no later positions"),
+                                              (2.0, "n_initial=2.0; allowed: an integer ≥ 1")])
+def test_position_sets_that_cannot_compare(n_initial, needle):
+    "An empty initial set made the ablation ratio NaN; a later set past C made it compare nothing."
+    from posvec_lib.ablate import position_sets
+    with pytest.raises(ValueError, match=re.escape(needle)): position_sets(128, n_initial)
+    assert position_sets(128, 126) == {"0-125": range(0, 126), "127-127": range(127, 128)}
+
+
+@pytest.mark.parametrize("factor", ["8", None, True, float("nan"), 1])
+def test_interpolation_factor_checked(model, factor):
+    from posvec_lib.rope import apply_interpolation
+    with pytest.raises(ValueError, match="factor must be a number"): apply_interpolation(model, "linear", factor)
+    assert not active_extensions(model)
+
+
+def test_restored_switch_refuses_to_be_used_again(model, x):
+    "A switch used in a `with` block after restore() silently ran the original model."
+    from posvec_lib.rope import apply_interpolation
+    sw = apply_interpolation(model, "linear", 2.0)
+    with sw: assert active_extensions(model)
+    with pytest.raises(RuntimeError, match="was restored and does not apply itself again"):
+        with sw: pass
+    assert not active_extensions(model) and sw.restore() is model
