@@ -6,7 +6,7 @@ positional vectors at paper scale, and the library's CUDA paths against the CPU.
 is the device tool's command (from the repository root; the package need not be installed).
 Its CPU test, tests/test_gpu_bench.py, runs
 
-    python benchmarks/gpu_paper.py --device cpu --tiny --out DIR --hide-modules datasets
+    python benchmarks/gpu_paper.py --device cpu --tiny --out DIR --hide-modules datasets,scipy,gguf
 
 Writes into --out: gpu-finetune-memory.csv, gpu-pv-throughput.csv, gpu-cuda-paths.csv,
 gpu-env.json (GPU, CUDA, torch and transformers versions) and B_fig3_gpu.png. Each CSV is
@@ -41,8 +41,8 @@ fine-tune through the Trainer, each against a stated tolerance. With --device cp
 side is a second CPU copy, which still runs every comparison.
 
 posvec_lib.data imports `datasets` at the top (finetune and extend import data) but nothing
-here calls it; where it is missing (the device machine) a stand-in module takes its place,
-named in gpu-env.json.
+here calls it; where it is missing (the device machine) a stand-in module takes its place while
+the library is imported (transformers still finds it missing), named in gpu-env.json.
 """
 import argparse, contextlib, copy, csv, gc, json, math, os, platform, statistics, sys, tempfile
 import time, types, warnings
@@ -52,6 +52,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path: sys.path.insert(0, str(ROOT))
 os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")   # less fragmentation
+
+
+def hide_modules(argv: list) -> list:
+    "Make `import name` fail for the names after --hide-modules, as on a machine without them."
+    names = argv[argv.index("--hide-modules") + 1] if "--hide-modules" in argv[:-1] else ""
+    names = [n for n in names.split(",") if n]
+    for n in names: sys.modules[n] = None
+    return names
+
+
+HIDDEN = hide_modules(sys.argv) if __name__ == "__main__" else []   # before transformers looks
 import numpy as np
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainerCallback
@@ -81,24 +92,31 @@ PAPER_FIG3 = "B_ppl_fig3_efficiency"
 
 # ---------------------------------------------------------------- helpers
 
-def hide_modules(names) -> list:
-    "Make `import name` fail for each name, as on a machine without them (the device case, here)."
-    for n in names: sys.modules[n] = None
-    return list(names)
+LIBRARY = ("config", "variants", "pose", "rope", "trace", "decompose", "attention", "data",
+           "train", "evaluate", "extend", "finetune")
 
 
-def stand_in_missing(names=("datasets",)) -> list:
-    "Stand-in modules for packages the library imports at the top but these benchmarks never call."
-    out = []
-    for n in names:
+def import_library(missing_ok=("datasets",)) -> list:
+    """Import the posvec_lib modules used here; a package in `missing_ok` that is not installed
+    gets a stand-in module for the import only (its names raise when called), so transformers
+    still finds it missing afterwards. Returns the packages stood in for."""
+    saved, out = {}, []
+    for n in missing_ok:
         try:
             importlib.import_module(n); continue
         except ImportError: pass
+        saved[n] = sys.modules.get(n, ...)
         m = types.ModuleType(n)
         m.__spec__ = importlib.machinery.ModuleSpec(n, None)
         def missing(*a, _n=n, **k): raise ImportError(f"{_n} is not installed (gpu_paper stand-in)")
         m.__getattr__ = lambda attr, f=missing: f
         sys.modules[n] = m; out.append(n)
+    try:
+        for mod in LIBRARY: importlib.import_module(f"posvec_lib.{mod}")
+    finally:
+        for n, old in saved.items():
+            if old is ...: sys.modules.pop(n, None)
+            else: sys.modules[n] = old
     return out
 
 
@@ -656,8 +674,10 @@ def main(argv=None) -> int:
     t_start = time.time()
     warnings.filterwarnings("ignore", category=FutureWarning)     # renamed Trainer arguments
     import transformers; transformers.logging.set_verbosity_error()
-    hidden = hide_modules([m for m in a.hide_modules.split(",") if m])
-    stand_ins = stand_in_missing(("datasets",))
+    hidden = HIDDEN
+    try: stand_ins = import_library(("datasets",))
+    except Exception as e:                                  # the library does not import here
+        stand_ins = [f"import failed: {short(e)}"]
     dev = torch.device(a.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         print("no CUDA device visible; use --device cpu", file=sys.stderr); return 2
