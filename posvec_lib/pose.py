@@ -216,6 +216,15 @@ def coverage_positions(Lc: int, Lt: int, method: str, rng: np.random.Generator, 
         return pose_sample_chunks(Lc, Lc, Lt, rng, n_chunks, "zero", anchor, offsets).position_ids
     return get_sampler(method)(Lc, Lc, Lt, rng).position_ids
 
+
+def _fits_in_memory(nbytes: int, what: str):
+    "Refuse an allocation this machine cannot hold, naming it, before it is tried."
+    from posvec_lib.budget import available_memory, GIB
+    have = available_memory()
+    if nbytes > 0.9 * have:
+        raise ValueError(f"{what} needs ~{nbytes / GIB:,.1f} GiB and this machine has {have / GIB:.1f} GiB available; "
+                         "lower Lt (or batch)")
+
 def coverage_probability(Lc: int, Lt: int, method: str = "pose", n_chunks: int = 2, iterations: int = 10000,
                          rng: np.random.Generator | None = None, anchor: str = "start", offsets: str = "sequential",
                          batch: int | None = None) -> np.ndarray:
@@ -224,6 +233,7 @@ def coverage_probability(Lc: int, Lt: int, method: str = "pose", n_chunks: int =
     if iterations < 1: raise ValueError(f"iterations={iterations} must be ≥ 1")
     rng = rng if rng is not None else np.random.default_rng(0)
     batch = batch or max(1, (1 << 21) // Lt)             # ~16 MB of indicators per FFT batch
+    _fits_in_memory(104 * batch * Lt, f"coverage of Lt={Lt} (batch {batch})")   # indicators, spectra, products
     hits, done = np.zeros(Lt), 0
     while done < iterations:
         k = min(batch, iterations - done)
