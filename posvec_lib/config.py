@@ -9,7 +9,6 @@ from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 from typing import Any
 import numpy as np
-import torch
 
 # %% auto #0
 __all__ = ['ZOO_VARIANTS', 'KNOBS', 'PROFILES', 'OFFLINE_VARIABLES', 'SAMPLE_SEEDS', 'VERDICTS', 'Profile', 'Knob', 'check_knob',
@@ -423,7 +422,8 @@ def _json_default(o):
     if isinstance(o, (np.integer,)): return int(o)
     if isinstance(o, (np.floating,)): return float(o)
     if isinstance(o, (np.bool_,)): return bool(o)
-    if isinstance(o, (np.ndarray, torch.Tensor)): return o.tolist()
+    if isinstance(o, np.ndarray) or type(o).__module__.startswith("torch") and hasattr(o, "tolist"):
+        return o.tolist()
     if isinstance(o, Path): return str(o)
     if dataclasses.is_dataclass(o): return asdict(o)
     raise TypeError(f"not JSON serialisable: {type(o)}")
@@ -536,11 +536,13 @@ def load_sealed(path, load, what: str = "cache file"):
 # %% ../nbs/00_config.ipynb #0be5fbe9
 def seed_everything(seed: int = 0):
     "Seed python, numpy and torch (CPU and CUDA)."
+    import torch
     random.seed(seed); np.random.seed(seed); torch.manual_seed(seed)
     if torch.cuda.is_available(): torch.cuda.manual_seed_all(seed)
 
 def resolve_device(profile: Profile, allow_cpu_for_paper: bool = False) -> torch.device:
     "The torch device for `profile`; the paper profile refuses to run on a machine without a GPU unless allowed."
+    import torch
     want = profile.device
     if want == "auto": want = "cuda" if torch.cuda.is_available() else "cpu"
     if want == "cuda" and not torch.cuda.is_available():
@@ -555,12 +557,14 @@ def resolve_device(profile: Profile, allow_cpu_for_paper: bool = False) -> torch
 
 def torch_dtype(profile: Profile) -> torch.dtype:
     "The torch dtype named by the profile."
+    import torch
     allowed = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     if profile.dtype not in allowed: raise ValueError(f"unknown dtype {profile.dtype!r}; allowed: {sorted(allowed)}")
     return allowed[profile.dtype]
 
 # %% ../nbs/00_config.ipynb #debb2b12
 def _is_oom(e: BaseException) -> bool:
+    import torch
     if isinstance(e, torch.OutOfMemoryError): return True
     m = str(e).lower()
     return isinstance(e, RuntimeError) and ("out of memory" in m or "not enough memory" in m or "can't allocate memory" in m)
@@ -571,6 +575,7 @@ def oom_hint(knob: str, value, what: str = ""):
     try: yield
     except Exception as e:
         if not _is_oom(e) or getattr(e, "posvec_hint", False): raise
+        import torch
         lower = max(1, value // 2) if isinstance(value, int) else None
         first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
         err = torch.OutOfMemoryError(
@@ -618,6 +623,7 @@ def mc_noise(p: float, iterations: int) -> float:
 # %% ../nbs/00_config.ipynb #c4319563
 def mean_se(x) -> tuple[float, float]:
     "(mean, standard error of the mean) of independent values x: the sample standard deviation (n − 1) over √n, in x's precision."
+    import torch
     t = torch.as_tensor(x)
     if t.numel() == 0: raise ValueError("mean_se needs at least one value")
     return float(t.mean()), float(t.std() / np.sqrt(t.numel()))
