@@ -97,10 +97,8 @@ LIBRARY = ("config", "variants", "pose", "rope", "trace", "decompose", "attentio
 
 
 def import_library(missing_ok=("datasets",)) -> list:
-    """Import the posvec_lib modules used here; a package in `missing_ok` that is not installed
-    gets a stand-in module for the import only (its names raise when called), so transformers
-    still finds it missing afterwards. Returns the packages stood in for."""
-    saved, out = {}, []
+    "Import the posvec_lib modules used here, standing in for the missing `missing_ok` packages."
+    saved, out = {}, []             # a stand-in lives for the import only: transformers looks later
     for n in missing_ok:
         try:
             importlib.import_module(n); continue
