@@ -11,12 +11,14 @@ import numpy as np
 import pandas as pd
 import torch
 from .config import atomic_write, write_json, _to_markdown, disk_errors
-from .trace import decoder_layers, adapter_of, attention_masks, layer_windows, check_measures, _refusal
+from .trace import (decoder_layers, attention_masks, layer_windows, check_measures,
+                              _refusal, position_kind, as_token_batch)
 from .decompose import positional_vectors, anchor_ratio, anchor_ratio_split, combine, pca
 from .attention import mean_attention, sink_share, attention_by_distance
 from .ablate import attention_input_vectors, ablation_table, position_sets
 from .data import fixed_length_samples
-from .pretrained import load_pretrained, load_config, model_docs, text_docs, uses_bos, PRETRAINED
+from .pretrained import (load_pretrained, load_config, model_docs, text_docs, uses_bos,
+                                   PRETRAINED)
 
 # %% auto #0
 __all__ = ['BASELINE_COLUMNS', 'INSPECT_MEASURES', 'sink_table', 'decay_x_uniform', 'measure', 'untrained_baseline',
@@ -24,31 +26,32 @@ __all__ = ['BASELINE_COLUMNS', 'INSPECT_MEASURES', 'sink_table', 'decay_x_unifor
            'run_inspect']
 
 # %% ../nbs/13_inspect.ipynb #84b35f77
-def sink_table(attn: torch.Tensor, skip: int = 4, layers=None, masks: torch.Tensor | None = None) -> pd.DataFrame:
-    "Per layer and head (1-based): first-token attention share over queries ≥ skip that see it, raw and × uniform."
+def sink_table(attn: torch.Tensor, skip: int = 4, layers=None, masks: torch.Tensor | None = None):
+    "Per layer and head (1-based): first-token share of queries ≥ skip seeing it, raw, × uniform."
     L, H, T, _ = attn.shape
-    m = masks if masks is not None else torch.ones(T, T, dtype=torch.bool).tril().expand(L, T, T)   # [L, T, T]
-    u = m[..., 0].double() / m.sum(-1).double()                 # [L, T] uniform attention's share on key 0
-    q = (m[..., 0] & (torch.arange(T) >= skip))[:, None].double()   # [L, 1, T] queries that see key 0
+    m = masks if masks is not None else torch.ones(T, T, dtype=torch.bool).tril().expand(L, T, T)
+    u = m[..., 0].double() / m.sum(-1).double()                 # [L, T] uniform's share on key 0
+    q = (m[..., 0] & (torch.arange(T) >= skip))[:, None].double()   # [L, 1, T] queries seeing key 0
     share = sink_share(attn).double()                           # [L, H, T]
     n = q.sum(-1)                                               # [L, 1]; 0 → NaN below
     raw, x = (share * q).sum(-1) / n, (share / u.clamp(min=1e-300)[:, None] * q).sum(-1) / n
     ls = list(layers) if layers is not None else list(range(L))
-    return pd.DataFrame([dict(layer=ls[l] + 1, head=h + 1, sink_share=float(raw[l, h]), sink_x_uniform=float(x[l, h]))
-                         for l in range(L) for h in range(H)])
+    return pd.DataFrame([dict(layer=ls[l] + 1, head=h + 1, sink_share=float(raw[l, h]),
+                              sink_x_uniform=float(x[l, h])) for l in range(L) for h in range(H)])
 
 # %% ../nbs/13_inspect.ipynb #da0e9dec
 def decay_x_uniform(attn: torch.Tensor, masks: torch.Tensor, near: int = 4) -> torch.Tensor:
-    "[L, H]: attention at distances 1..near over the far half of reachable distances, over uniform's (key 0 left out)."
+    "[L, H]: attention at distances 1..near over the far half of reachable ones, over uniform's."
     L, H, T, _ = attn.shape
-    U = (masks / masks.sum(-1, keepdim=True)).double()[:, None]          # [L, 1, T, T] uniform under the mask
+    U = (masks / masks.sum(-1, keepdim=True)).double()[:, None]   # [L, 1, T, T] uniform
     d, du = attention_by_distance(attn.double()), attention_by_distance(U)   # [L, H, T], [L, 1, T]
     out = torch.full((L, H), float("nan"), dtype=torch.float64)
     for l in range(L):
-        hi = min(int(masks[l].sum(-1).max()), T - 1)                     # distances < hi reach a key ≥ 1
+        hi = min(int(masks[l].sum(-1).max()), T - 1)                # distances < hi reach a key ≥ 1
         lo = hi // 2; k = min(near, lo - 1)
         if k < 1: continue
-        out[l] = (d[l, :, 1:k + 1].mean(-1) / d[l, :, lo:hi].mean(-1)) / (du[l, 0, 1:k + 1].mean() / du[l, 0, lo:hi].mean())
+        ratio = lambda x: x[..., 1:k + 1].mean(-1) / x[..., lo:hi].mean(-1)
+        out[l] = ratio(d[l]) / ratio(du[l, 0])
     return out
 
 # %% ../nbs/13_inspect.ipynb #8b2d5799
@@ -58,33 +61,35 @@ def _halves_noise(f, parts: list) -> torch.Tensor:
     return (f(parts[0]) - f(parts[1])).abs() / 2
 
 @torch.no_grad()
-def measure(model, samples: torch.Tensor, n_initial: int = 4, n_attention: int = 8, batch_size: int = 4,
-            bos: bool = True, progress: bool = False) -> dict:
-    "Positional vectors, anchor ratio, sinks and decay of `model` on `samples` [N, T], each with its noise."
+def measure(model, samples: torch.Tensor, n_initial: int = 4, n_attention: int = 8,
+            batch_size: int = 4, bos: bool = True, progress: bool = False) -> dict:
+    "Positional vectors, anchor ratio, sinks and decay of `model` on `samples` [N, T], with noise."
     N, T = samples.shape
-    parts = [positional_vectors(model, x, batch_size, progress=progress) for x in samples.tensor_split(4 if N >= 4 else 2)]
+    parts = [positional_vectors(model, x, batch_size, progress=progress)
+             for x in samples.tensor_split(4 if N >= 4 else 2)]
     if len(parts) == 4:
         pv = combine(combine(parts[0], parts[1]), combine(parts[2], parts[3]))
         ar, ar_noise = anchor_ratio_split(parts, n_initial, bos)
     else:
         pv, ar = combine(*parts), anchor_ratio(parts[0], n_initial, bos, replicate=parts[1])
         ar_noise = torch.full_like(ar, float("nan"))
-    masks = attention_masks(model.config, T)                            # [L, T, T] keys each query sees
+    masks = attention_masks(model.config, T)                   # [L, T, T] keys each query sees
     att = samples[:n_attention]
     halves = list(att.tensor_split(2)) if len(att) >= 2 else [att]
-    As = [mean_attention(model, x, batch_size=1, progress=progress) for x in halves]   # [L, H, T, T] each
+    As = [mean_attention(model, x, batch_size=1, progress=progress) for x in halves]   # [L,H,T,T]
     A = sum(a * len(x) for a, x in zip(As, halves)) / len(att)
     sx = lambda a: torch.tensor(sink_table(a, n_initial, masks=masks).sink_x_uniform.values)
+    dx = lambda a: decay_x_uniform(a, masks).flatten()
     st = sink_table(A, n_initial, masks=masks)
     st["sink_x_uniform_noise"] = _halves_noise(sx, As).numpy()
-    dec = decay_x_uniform(A, masks)
-    st["decay_x_uniform"] = dec.flatten().numpy()
-    st["decay_x_uniform_noise"] = _halves_noise(lambda a: decay_x_uniform(a, masks).flatten(), As).numpy()
-    L = len(decoder_layers(model))
-    per_layer = pd.DataFrame(dict(layer=np.arange(1, L + 1), position_share=pv.position_share.numpy(),
-                                  anchor_ratio=ar.numpy(), anchor_ratio_noise=ar_noise.numpy(),   # cross-fitted
-                                  anchor_ratio_plain=anchor_ratio(pv, n_initial, bos).numpy(),     # biased low at small N
-                                  p0_norm_over_mean=(pv.p[:, 0].norm(dim=-1) / pv.p[:, 1:].norm(dim=-1).mean(-1)).numpy()))
+    st["decay_x_uniform"] = dx(A).numpy()
+    st["decay_x_uniform_noise"] = _halves_noise(dx, As).numpy()
+    p0 = pv.p[:, 0].norm(dim=-1) / pv.p[:, 1:].norm(dim=-1).mean(-1)
+    per_layer = pd.DataFrame(dict(
+        layer=np.arange(1, len(ar) + 1), position_share=pv.position_share.numpy(),
+        anchor_ratio=ar.numpy(), anchor_ratio_noise=ar_noise.numpy(),          # cross-fitted
+        anchor_ratio_plain=anchor_ratio(pv, n_initial, bos).numpy(),    # biased low at small N
+        p0_norm_over_mean=p0.numpy()))
     g = st.groupby("layer")
     per_layer["sink_x_uniform_max_head"] = g.sink_x_uniform.max().values
     per_layer["sink_share_max_head"] = g.sink_share.max().values
@@ -95,22 +100,25 @@ def measure(model, samples: torch.Tensor, n_initial: int = 4, n_attention: int =
 BASELINE_COLUMNS = ("anchor_ratio", "sink_x_uniform_max_head", "decay_x_uniform_mean_head")
 
 def untrained_baseline(model, samples: torch.Tensor, seeds=(0, 1), **kw) -> pd.DataFrame:
-    "`measure`'s per-layer numbers for random-init models of `model`'s config, one row per (seed, layer)."
+    "`measure`'s per-layer numbers for random-init models of `model`'s config, per (seed, layer)."
     import copy
     from transformers import AutoModelForCausalLM
     p, rows = next(model.parameters()), []
     for s in seeds:
         torch.manual_seed(s)
-        m = AutoModelForCausalLM.from_config(copy.deepcopy(model.config), dtype=p.dtype).to(p.device).eval()
-        rows.append(measure(m, samples, **kw)["per_layer"][["layer", *BASELINE_COLUMNS]].assign(seed=s))
+        m = AutoModelForCausalLM.from_config(copy.deepcopy(model.config), dtype=p.dtype)
+        m = m.to(p.device).eval()
+        per_layer = measure(m, samples, **kw)["per_layer"]
+        rows.append(per_layer[["layer", *BASELINE_COLUMNS]].assign(seed=s))
         del m
     return pd.concat(rows, ignore_index=True)
 
 def beside_baseline(per_layer: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
-    "`per_layer` with the baseline's mean and sd over seeds per layer (`<column>_untrained`, `…_untrained_sd`)."
+    "`per_layer` with the baseline's mean and sd over seeds per layer (`…_untrained`, `…_sd`)."
     g = base.groupby("layer")[list(BASELINE_COLUMNS)]
     sd = g.std(ddof=1) if base.seed.nunique() > 1 else g.mean() * float("nan")
-    return per_layer.merge(g.mean().add_suffix("_untrained").join(sd.add_suffix("_untrained_sd")).reset_index(), on="layer")
+    both = g.mean().add_suffix("_untrained").join(sd.add_suffix("_untrained_sd"))
+    return per_layer.merge(both.reset_index(), on="layer")
 
 # %% ../nbs/13_inspect.ipynb #12570911
 def _layers_to_show(n_layers: int, layers=None) -> list[int]:
@@ -122,22 +130,25 @@ def _layers_to_show(n_layers: int, layers=None) -> list[int]:
 # %% ../nbs/13_inspect.ipynb #ed340550
 def _pca_figure(pv, layers, name):
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(layers), figsize=(4.2 * len(layers), 3.8), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(1, len(layers), figsize=(4.2 * len(layers), 3.8), squeeze=False,
+                             layout="constrained")
     T = pv.p.shape[1]
     for ax, l in zip(axes[0], layers):
         X = pv.p[l, 1:]
         Z, ev = pca(X)                                            # fitted without position 0
-        z0 = (pv.p[l, :1] - X.mean(0)) @ torch.linalg.svd(X - X.mean(0), full_matrices=False)[2][:2].T
-        sc = ax.scatter(Z[:, 0], Z[:, 1], c=np.arange(1, T), cmap="viridis", s=8, vmin=1, vmax=T - 1)
+        V = torch.linalg.svd(X - X.mean(0), full_matrices=False)[2][:2]
+        z0 = (pv.p[l, :1] - X.mean(0)) @ V.T                      # position 0, projected
+        sc = ax.scatter(Z[:, 0], Z[:, 1], c=np.arange(1, T), cmap="viridis", s=8,
+                        vmin=1, vmax=T - 1)
         lo, hi = np.percentile(Z.numpy(), [1, 99], axis=0); pad = 0.15 * (hi - lo) + 1e-9
         inside = bool(((z0[0].numpy() >= lo - pad) & (z0[0].numpy() <= hi + pad)).all())
         if inside: ax.scatter(z0[:, 0], z0[:, 1], marker="x", c="red", s=40, label="position 0")
         ax.set(title=f"layer {l + 1}: PC1 {ev[0]:.0%}, PC2 {ev[1]:.0%}", xlabel="PC1", ylabel="PC2",
                xlim=(lo[0] - pad[0], hi[0] + pad[0]), ylim=(lo[1] - pad[1], hi[1] + pad[1]))
-        ax.annotate(f"position 0 at ({z0[0, 0]:.3g}, {z0[0, 1]:.3g})" + ("" if inside else ": outside"),
-                    (0.02, 0.02), xycoords="axes fraction", fontsize=7)
+        where = f"position 0 at ({z0[0, 0]:.3g}, {z0[0, 1]:.3g})" + ("" if inside else ": outside")
+        ax.annotate(where, (0.02, 0.02), xycoords="axes fraction", fontsize=7)
     fig.colorbar(sc, ax=axes, label="position")
-    fig.suptitle(f"{name}: PCA of positional vectors (positions 1..{T - 1}; position 0 projected, not fitted)")
+    fig.suptitle(f"{name}: PCA of positional vectors (positions 1..{T - 1}; position 0 projected)")
     return fig
 
 # %% ../nbs/13_inspect.ipynb #324625b2
@@ -145,13 +156,14 @@ def _sink_figure(st, by_dist, name):
     import matplotlib.pyplot as plt, seaborn as sns
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), layout="constrained")
     piv = st.pivot(index="layer", columns="head", values="sink_x_uniform")
-    sns.heatmap(np.log10(piv.clip(lower=1e-3)), ax=axes[0], cmap="magma", vmin=-1, vmax=2,   # fixed: 0.1× … 100×
+    sns.heatmap(np.log10(piv.clip(lower=1e-3)), ax=axes[0], cmap="magma",
+                vmin=-1, vmax=2,                                  # fixed scale: 0.1× … 100×
                 cbar_kws=dict(label="log10 first-token share × uniform"))
     axes[0].set(title="attention sink per layer and head (blank: no query sees token 0)")
     for l, row in by_dist.iterrows():
         axes[1].plot(np.arange(1, len(row) + 1), row.values, label=f"layer {l}")
-    axes[1].set(xscale="log", yscale="log", xlabel="relative distance i − j (tokens)", ylabel="mean attention (keys ≥ 1)",
-                title="attention by distance (mean over heads)")
+    axes[1].set(xscale="log", yscale="log", xlabel="relative distance i − j (tokens)",
+                ylabel="mean attention (keys ≥ 1)", title="attention by distance (mean over heads)")
     axes[1].legend(fontsize=7)
     fig.suptitle(name)
     return fig
@@ -159,7 +171,7 @@ def _sink_figure(st, by_dist, name):
 # %% ../nbs/13_inspect.ipynb #74e160d3
 @dataclass
 class InspectResult:
-    "What `inspect_model` measured: summary, tables, positional vectors and figures; `save(out)` writes them."
+    "What `inspect_model` measured: summary, tables, positional vectors, figures (`save` writes)."
     summary: dict
     per_layer: pd.DataFrame
     sinks: pd.DataFrame
@@ -169,81 +181,131 @@ class InspectResult:
     figures: dict = field(default_factory=dict)
     def __getitem__(self, key): return getattr(self, key)
     def save(self, out) -> Path:
-        "Write inspect.md, summary.json, the CSVs and the PNGs into `out`; returns the path of inspect.md."
+        "Write inspect.md, summary.json, CSVs and PNGs into `out`; returns the path of inspect.md."
         out = Path(out)
         with disk_errors(out): out.mkdir(parents=True, exist_ok=True)
-        tables = dict(per_layer=self.per_layer, sinks=self.sinks, ablation=self.ablation, baseline=self.baseline)
+        tables = dict(per_layer=self.per_layer, sinks=self.sinks, ablation=self.ablation,
+                      baseline=self.baseline)
         files = {k: f"{k}.csv" for k, df in tables.items() if df is not None}
-        for k, f in files.items(): atomic_write(out / f, tables[k].to_csv(index=False, float_format="%.6g"))
+        for k, f in files.items():
+            atomic_write(out / f, tables[k].to_csv(index=False, float_format="%.6g"))
         for k, fig in self.figures.items():
             files[k] = f"{k}.png"
-            atomic_write(out / files[k], writer=lambda t, fig=fig: fig.savefig(t, format="png", dpi=110))
+            save = lambda t, fig=fig: fig.savefig(t, format="png", dpi=110)
+            atomic_write(out / files[k], writer=save)
         atomic_write(out / "inspect.md", _report(self, files))
         write_json(out / "summary.json", dict(self.summary, files=files))
         return out / "inspect.md"
 
 # %% ../nbs/13_inspect.ipynb #86180753
-def _pm(m, sd) -> str:
-    return "n/a" if m is None or not np.isfinite(m) else f"{m:.3g}" + ("" if sd is None or not np.isfinite(sd) else f" ± {sd:.2g}")
+def _pm(m, sd=None) -> str:
+    "m ± sd, short; 'n/a' for a missing m, no ± for a missing sd."
+    if m is None or not np.isfinite(m): return "n/a"
+    return f"{m:.3g}" + ("" if sd is None or not np.isfinite(sd) else f" ± {sd:.2g}")
 
 def _windows_text(ws: list) -> str:
     "Sliding windows of the layers, in words (1-based layers)."
     if not any(ws): return "full causal attention in every layer"
     if len(set(ws)) == 1: return f"sliding window {ws[0]} in every layer"
-    return "; ".join(f"{'sliding window ' + str(w) if w else 'full attention'} in layers "
-                     + ", ".join(str(l + 1) for l, x in enumerate(ws) if x == w) for w in dict.fromkeys(ws))
+    layers = lambda w: ", ".join(str(l + 1) for l, x in enumerate(ws) if x == w)
+    return "; ".join(f"{f'sliding window {w}' if w else 'full attention'} in layers {layers(w)}"
+                     for w in dict.fromkeys(ws))
 
 def _report(r: InspectResult, files: dict) -> str:
     "inspect.md of a result."
-    s, st = r.summary, r.summary["strongest_sink"]
-    u, a = s.get("untrained") or {}, s["anchor"]
+    s, st, a = r.summary, r.summary["strongest_sink"], r.summary["anchor"]
+    u = s.get("untrained") or {}
+    null = lambda k: _pm(*u.get(k, (None, None)))
     md = [f"# posvec inspect: {s['model']}", "",
-          f"{s['samples']} windows of {s['length']} tokens; {s['model_class']}, {s['layers']} layers, {s['heads']} heads "
-          f"({s['kv_heads']} key/value heads), positions: {s['positions']}; context window {s['window']} positions, "
+          f"{s['samples']} windows of {s['length']} tokens; {s['model_class']}, {s['layers']} "
+          f"layers, {s['heads']} heads ({s['kv_heads']} key/value heads), positions: "
+          f"{s['positions']}; context window {s['window']} positions, "
           f"{_windows_text(s['sliding_windows'])}. Wall time {s['wall_s']} s.", "",
-          f"* Strongest attention sink: layer {st['layer']} head {st['head']} (1-based) puts {st['sink_share']:.3f} of its "
-          f"attention on the first token, {_pm(st['sink_x_uniform'], st['noise'])}× what uniform attention over the "
-          f"keys it sees gives; untrained: {_pm(*u.get('strongest_sink_x_uniform', (None, None)))}×. "
+          f"* Strongest attention sink: layer {st['layer']} head {st['head']} (1-based) puts "
+          f"{st['sink_share']:.3f} of its attention on the first token, "
+          f"{_pm(st['sink_x_uniform'], st['noise'])}× what uniform attention over the keys it sees "
+          f"gives; untrained: {null('strongest_sink_x_uniform')}×. "
           f"{s['heads_over_5x_uniform']} of {len(r.sinks)} heads are ≥ 5× uniform.",
-          f"* Anchor ratio (cross-fitted), largest at layer {a['layer']}: {_pm(a['value'], a['noise'])}; untrained: "
-          f"{_pm(*u.get('anchor_ratio', (None, None)))}.",
-          f"* Decay × uniform (mean over heads and layers): {_pm(s['decay_x_uniform'], None)}; untrained: "
-          f"{_pm(*u.get('decay_x_uniform', (None, None)))}."]
-    if r.ablation is None: md.append(f"* Positional-basis ablation not measured: {s['ablation_refused']}.")
+          f"* Anchor ratio (cross-fitted), largest at layer {a['layer']}: "
+          f"{_pm(a['value'], a['noise'])}; untrained: {null('anchor_ratio')}.",
+          f"* Decay × uniform (mean over heads and layers): {_pm(s['decay_x_uniform'])}; "
+          f"untrained: {null('decay_x_uniform')}."]
+    if r.ablation is None:
+        md.append(f"* Positional-basis ablation not measured: {s['ablation_refused']}.")
     else:
-        sets = list(s["position_sets"])
+        sets = s["position_sets"]
         md.append(f"* Removing the positional basis from keys/values of tokens {sets[0]}: PPL × "
-                  f"{s['basis_initial_ppl_ratio']:.3g}; of tokens {sets[1]}: × {s['basis_later_ppl_ratio']:.3g} (paper A "
-                  "rebuttal: ≥ 27× vs ≤ 1.00× on Llama-3-8B / Yi-9B / Qwen1.5-7B).")
-    if u: md.append(f"* Untrained baseline: the same config with random weights, seeds {u['seeds']} (mean ± sd).")
+                  f"{s['basis_initial_ppl_ratio']:.3g}; of tokens {sets[1]}: × "
+                  f"{s['basis_later_ppl_ratio']:.3g} (paper A rebuttal: ≥ 27× vs ≤ 1.00× on "
+                  "Llama-3-8B / Yi-9B / Qwen1.5-7B).")
+    if u: md.append(f"* Untrained baseline: the same config, random weights, seeds {u['seeds']}.")
     md += ["", "## Per layer", "", _to_markdown(r.per_layer), ""]
-    if r.ablation is not None: md += ["## Positional-basis ablation", "", _to_markdown(r.ablation), ""]
-    md += [f"![{k}]({f})\n" for k, f in files.items() if f.endswith(".png")]
-    return "\n".join(md)
+    if r.ablation is not None:
+        md += ["## Positional-basis ablation", "", _to_markdown(r.ablation), ""]
+    return "\n".join(md + [f"![{k}]({f})\n" for k, f in files.items() if f.endswith(".png")])
 
 # %% ../nbs/13_inspect.ipynb #64f2f9d3
 def _mean_sd(x) -> tuple:
     x = np.asarray(x, dtype=float)
     return float(x.mean()), float(x.std(ddof=1)) if len(x) > 1 else float("nan")
 
+def _jsonable(x):
+    "`x` with NaN / inf floats as None (strict JSON), through dicts and lists."
+    if isinstance(x, dict): return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)): return [_jsonable(v) for v in x]
+    return None if isinstance(x, float) and not np.isfinite(x) else x
+
+def _summary(model, r: dict, per_layer, base, abl, refused, sets, baseline_seeds, name) -> dict:
+    "The headline numbers of an inspection (summary.json without meta and wall time)."
+    st, cfg = r["sinks"], model.config
+    top = st.sort_values("sink_x_uniform", ascending=False).iloc[0]          # NaN sorts last
+    al = int(per_layer.anchor_ratio.fillna(-np.inf).values.argmax())
+    s = dict(model=name, model_class=type(model).__name__, positions=position_kind(cfg),
+             samples=r["pv"].n_samples, length=r["pv"].p.shape[1], layers=len(per_layer),
+             heads=int(st["head"].max()), kv_heads=getattr(cfg, "num_key_value_heads", None),
+             window=getattr(cfg, "max_position_embeddings", None),
+             sliding_windows=layer_windows(cfg),
+             strongest_sink=dict(layer=int(top.layer), head=int(top["head"]),
+                                 sink_share=float(top.sink_share),
+                                 sink_x_uniform=float(top.sink_x_uniform),
+                                 noise=float(top.sink_x_uniform_noise)),
+             heads_over_5x_uniform=int((st.sink_x_uniform >= 5).sum()),
+             anchor=dict(layer=al + 1, value=float(per_layer.anchor_ratio[al]),
+                         noise=float(per_layer.anchor_ratio_noise[al])),
+             decay_x_uniform=float(st.decay_x_uniform.mean()),             # NaN: not measurable
+             position_sets=list(sets), ablation_refused=refused,
+             basis_initial_ppl_ratio=None if abl is None else float(abl.ppl_ratio.iloc[1]),
+             basis_later_ppl_ratio=None if abl is None else float(abl.ppl_ratio.iloc[2]))
+    if base is not None:
+        by_seed = base.groupby("seed")
+        s["untrained"] = dict(seeds=list(baseline_seeds),
+                              strongest_sink_x_uniform=_mean_sd(
+                                  by_seed.sink_x_uniform_max_head.max()),
+                              anchor_ratio=_mean_sd(base[base.layer == al + 1].anchor_ratio),
+                              decay_x_uniform=_mean_sd(by_seed.decay_x_uniform_mean_head.mean()))
+    return _jsonable(s)
+
+# %% ../nbs/13_inspect.ipynb #bac83d40
 @torch.no_grad()
-def inspect_model(model, tokenizer, samples: torch.Tensor, out=None, layers=None, n_attention: int = 8,
-                  n_initial: int = 4, batch_size: int = 4, name: str = "model", progress: bool = True,
-                  baseline_seeds=(0, 1), meta: dict | None = None) -> InspectResult:
-    "Paper A's measures of `model` on token windows `samples` [N, T], beside an untrained baseline; writes to `out` if given."
-    from posvec_lib.trace import as_token_batch, position_kind
+def inspect_model(model, tokenizer, samples: torch.Tensor, out=None, layers=None,
+                  n_attention: int = 8, n_initial: int = 4, batch_size: int = 4,
+                  name: str = "model", progress: bool = True, baseline_seeds=(0, 1),
+                  meta: dict | None = None) -> InspectResult:
+    "Paper A's measures of `model` on windows `samples` [N, T], beside an untrained baseline."
     samples = as_token_batch(samples, "samples")
     N, T = samples.shape
-    if N < 2: raise ValueError(f"inspect needs at least 2 samples (positional vectors are means over samples), got {N}")
-    if T < 4 * (n_initial + 2): raise ValueError(f"samples of {T} tokens are too short; give at least {4 * (n_initial + 2)}")
+    if N < 2:
+        raise ValueError(f"inspect needs at least 2 samples (vectors are means), got {N}")
+    if T < 4 * (n_initial + 2):
+        raise ValueError(f"samples of {T} tokens are too short; give ≥ {4 * (n_initial + 2)}")
     nl = len(decoder_layers(model)); show = _layers_to_show(nl, layers)
-    t0, say = time.time(), (lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None)
+    t0 = time.time()
+    say = (lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None)
     bos = uses_bos(tokenizer) if tokenizer is not None else True
     kw = dict(n_initial=n_initial, n_attention=n_attention, batch_size=batch_size, bos=bos)
     say(f"posvec inspect {name}: positional vectors and attention of {N} × {T} tokens")
     r = measure(model, samples, progress=progress, **kw)
-    per_layer, st = r["per_layer"], r["sinks"]
-    base = None
+    per_layer, base = r["per_layer"], None
     if baseline_seeds:
         say(f"untrained baseline: the same config, random weights, seeds {list(baseline_seeds)}")
         base = untrained_baseline(model, samples, baseline_seeds, **kw)
@@ -253,103 +315,103 @@ def inspect_model(model, tokenizer, samples: torch.Tensor, out=None, layers=None
     if refused is None:
         say("positional-basis ablation: initial vs later tokens")
         ref = attention_input_vectors(model, samples, "pre_norm", batch_size)
-        abl = ablation_table(model, sets, ref, r["pv"], samples, samples, removals=("positional_basis",), batch_size=batch_size)
-        abl = abl[["removal", "positions", "ppl", "ppl_ratio", "ppl_ratio_lo", "ppl_ratio_hi", "simi", "simi_centred"]]
-    top = st.sort_values("sink_x_uniform", ascending=False).iloc[0]
-    al = int(per_layer.anchor_ratio.fillna(-np.inf).values.argmax())
-    summary = dict(model=name, model_class=type(model).__name__, positions=position_kind(model.config), samples=N, length=T,
-                   layers=nl, heads=int(st["head"].max()), kv_heads=getattr(model.config, "num_key_value_heads", None),
-                   window=getattr(model.config, "max_position_embeddings", None),
-                   sliding_windows=layer_windows(model.config),
-                   strongest_sink=dict(layer=int(top.layer), head=int(top["head"]), sink_share=float(top.sink_share),
-                                       sink_x_uniform=float(top.sink_x_uniform), noise=float(top.sink_x_uniform_noise)),
-                   heads_over_5x_uniform=int((st.sink_x_uniform >= 5).sum()),
-                   anchor=dict(layer=al + 1, value=float(per_layer.anchor_ratio[al]), noise=float(per_layer.anchor_ratio_noise[al])),
-                   decay_x_uniform=float(np.nanmean(st.decay_x_uniform)) if st.decay_x_uniform.notna().any() else None,
-                   position_sets=list(sets), ablation_refused=refused,
-                   basis_initial_ppl_ratio=None if abl is None else float(abl.ppl_ratio.iloc[1]),
-                   basis_later_ppl_ratio=None if abl is None else float(abl.ppl_ratio.iloc[2]))
-    if base is not None:
-        by_seed = base.groupby("seed")
-        summary["untrained"] = dict(seeds=list(baseline_seeds),
-                                    strongest_sink_x_uniform=_mean_sd(by_seed.sink_x_uniform_max_head.max()),
-                                    anchor_ratio=_mean_sd(base[base.layer == al + 1].anchor_ratio),
-                                    decay_x_uniform=_mean_sd(by_seed.decay_x_uniform_mean_head.mean()))
+        abl = ablation_table(model, sets, ref, r["pv"], samples, samples,
+                             removals=("positional_basis",), batch_size=batch_size)
+        abl = abl[["removal", "positions", "ppl", "ppl_ratio", "ppl_ratio_lo", "ppl_ratio_hi",
+                   "simi", "simi_centred"]]
+    summary = _summary(model, r, per_layer, base, abl, refused, sets, baseline_seeds, name)
     summary.update(meta or {}, wall_s=round(time.time() - t0, 1))
-    by_dist = pd.DataFrame(attention_by_distance(r["attention"]).mean(1)[:, 1:].numpy(), index=np.arange(1, nl + 1))
+    by_dist = attention_by_distance(r["attention"]).mean(1)[:, 1:].numpy()     # [L, T-1]
+    by_dist = pd.DataFrame(by_dist, index=np.arange(1, nl + 1)).loc[[l + 1 for l in show]]
     import matplotlib; matplotlib.use("Agg")
-    figs = dict(pca=_pca_figure(r["pv"], show, name), attention=_sink_figure(st, by_dist.loc[[l + 1 for l in show]], name))
-    res = InspectResult(summary, per_layer, st, abl, base, r["pv"], figs)
-    if out is not None:
-        say(f"wrote {res.save(out)} in {summary['wall_s']} s")
+    figs = dict(pca=_pca_figure(r["pv"], show, name),
+                attention=_sink_figure(r["sinks"], by_dist, name))
+    res = InspectResult(summary, per_layer, r["sinks"], abl, base, r["pv"], figs)
+    if out is not None: say(f"wrote {res.save(out)} in {summary['wall_s']} s")
     return res
 
 # %% ../nbs/13_inspect.ipynb #afc07137
-INSPECT_MEASURES = ("positional_vectors", "attention")   # the ablation is reported as refused where it does not apply
+INSPECT_MEASURES = ("positional_vectors", "attention")   # the ablation: "not measured" if fused
 
 def add_inspect_parser(sub):
     "The `inspect` subcommand of `posvec` (see `posvec_lib.reproduce.main`)."
-    p = sub.add_parser("inspect", help="paper A's measures on any causal LM (registry name, hub name, folder, .gguf file)")
-    p.add_argument("model", help=f"a registry name ({', '.join(PRETRAINED)}), a hub name owner/name, a folder or a .gguf file")
+    p = sub.add_parser("inspect", help="paper A's measures on any causal LM (registry name, hub "
+                                       "name, folder, .gguf file)")
+    p.add_argument("model", help=f"a registry name ({', '.join(PRETRAINED)}), a hub name "
+                                 "owner/name, a folder or a .gguf file")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--text", default=None, help="a text file to draw windows from (paragraphs = documents)")
-    g.add_argument("--corpus", default="stdlib", help="a corpus posvec knows: stdlib, stdlib-tests, a local path or a hub dataset")
+    g.add_argument("--text", default=None,
+                   help="a text file to draw windows from (paragraphs = documents)")
+    g.add_argument("--corpus", default="stdlib",
+                   help="a corpus posvec knows: stdlib, stdlib-tests, a local path, a hub dataset")
     p.add_argument("--length", type=int, default=256, help="tokens per window (default 256)")
     p.add_argument("--samples", type=int, default=32, help="number of windows (default 32)")
-    p.add_argument("--layers", default=None, help="0-based layers for the PCA panels, comma-separated (default first, middle, last)")
-    p.add_argument("--attention-samples", type=int, default=8, help="windows for the attention maps (default 8)")
+    p.add_argument("--layers", default=None,
+                   help="0-based layers for the PCA panels, comma-separated (default: first, "
+                        "middle, last)")
+    p.add_argument("--attention-samples", type=int, default=8,
+                   help="windows for the attention maps (default 8)")
     p.add_argument("--dtype", default="float32", help="float32 | bfloat16 | float16")
-    p.add_argument("--device", default="auto", help="cpu | cuda | cuda:N | mps | auto (cuda if available, default)")
+    p.add_argument("--device", default="auto", help="cpu | cuda | cuda:N | mps | auto (default)")
     p.add_argument("--batch-size", type=int, default=4, help="windows per forward pass (default 4)")
-    p.add_argument("--baseline-seeds", type=int, default=2, help="random-init models for the untrained baseline (0 = none)")
+    p.add_argument("--baseline-seeds", type=int, default=2,
+                   help="random-init models for the untrained baseline (default 2, 0 = none)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     p.add_argument("--seed", type=int, default=0, help="seed of the window sampling")
-    p.add_argument("--json", action="store_true", help="print summary.json instead of the report's path")
-    p.add_argument("--out", "--output-path", dest="out", default=None, help="output folder (default ./posvec-inspect/<model>)")
+    p.add_argument("--json", action="store_true", help="print the summary, not the report's path")
+    p.add_argument("--out", "--output-path", dest="out", default=None,
+                   help="output folder (default ./posvec-inspect/<model>)")
     return p
 
 def _device(name: str) -> torch.device:
     "The torch device of --device, refused if this machine lacks it."
     if name == "auto": return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try: d = torch.device(name)
-    except RuntimeError: raise ValueError(f"--device {name!r}; allowed: cpu, cuda, cuda:N, mps, auto") from None
-    ok = {"cpu": True, "cuda": torch.cuda.is_available() and (d.index or 0) < torch.cuda.device_count(),
-          "mps": torch.backends.mps.is_available()}.get(d.type, False)
-    if not ok: raise ValueError(f"--device {name!r} is not available on this machine; allowed here: cpu"
-                                + (", cuda" if torch.cuda.is_available() else ""))
+    except RuntimeError:
+        raise ValueError(f"--device {name!r}; allowed: cpu, cuda, cuda:N, mps, auto") from None
+    cuda = torch.cuda.is_available() and (d.index or 0) < torch.cuda.device_count()
+    ok = {"cpu": True, "cuda": cuda, "mps": torch.backends.mps.is_available()}.get(d.type, False)
+    here = "cpu" + (", cuda" if torch.cuda.is_available() else "")
+    if not ok: raise ValueError(f"--device {name!r} is not available here; allowed here: {here}")
     return d
 
 # %% ../nbs/13_inspect.ipynb #bdc6020d
 def check_inspect_args(a) -> dict:
-    "Refuse bad arguments, files and model families before any weight is loaded; returns layers, device and config."
-    if a.length < 24: raise ValueError(f"--length {a.length} is too short; allowed: an integer ≥ 24")
-    if a.samples < 2: raise ValueError(f"--samples {a.samples} is too few; allowed: an integer ≥ 2")
-    if a.attention_samples < 1: raise ValueError(f"--attention-samples {a.attention_samples}; allowed: an integer ≥ 1")
-    if a.batch_size < 1: raise ValueError(f"--batch-size {a.batch_size}; allowed: an integer ≥ 1")
-    if a.baseline_seeds < 0: raise ValueError(f"--baseline-seeds {a.baseline_seeds}; allowed: 0 (none) or more")
-    if a.dtype not in ("float32", "bfloat16", "float16"): raise ValueError(f"--dtype {a.dtype!r}; allowed: float32, bfloat16, float16")
-    if a.threads < 0: raise ValueError(f"--threads {a.threads}; allowed: 0 (default) or a positive integer")
-    if a.text is not None and not Path(a.text).is_file(): raise FileNotFoundError(f"--text {a.text!r} does not exist")
+    "Refuse bad arguments, files and families before any weight is read; layers, device, config."
+    def need(ok, msg):
+        if not ok: raise ValueError(msg)
+    need(a.length >= 24, f"--length {a.length} is too short; allowed: an integer ≥ 24")
+    need(a.samples >= 2, f"--samples {a.samples} is too few; allowed: an integer ≥ 2")
+    need(a.attention_samples >= 1, f"--attention-samples {a.attention_samples}; allowed: ≥ 1")
+    need(a.batch_size >= 1, f"--batch-size {a.batch_size}; allowed: an integer ≥ 1")
+    need(a.baseline_seeds >= 0, f"--baseline-seeds {a.baseline_seeds}; allowed: 0 (none) or more")
+    need(a.dtype in ("float32", "bfloat16", "float16"),
+         f"--dtype {a.dtype!r}; allowed: float32, bfloat16, float16")
+    need(a.threads >= 0, f"--threads {a.threads}; allowed: 0 (default) or a positive integer")
+    if a.text is not None and not Path(a.text).is_file():
+        raise FileNotFoundError(f"--text {a.text!r} does not exist")
     try: layers = [int(x) for x in a.layers.split(",")] if a.layers else None
-    except ValueError: raise ValueError(f"--layers {a.layers!r}; allowed: comma-separated 0-based layer numbers") from None
+    except ValueError:
+        raise ValueError(f"--layers {a.layers!r}; allowed: comma-separated 0-based layer numbers"
+                         ) from None
     device = _device(a.device)
-    cfg, _ = load_config(a.model)                        # files checked, config read: no weights yet
+    cfg, _ = load_config(a.model)                     # files checked, config read: no weights yet
     check_measures(cfg, INSPECT_MEASURES)
     window = getattr(cfg, "max_position_embeddings", None)
-    if window and a.length > window:
-        raise ValueError(f"--length {a.length} exceeds the model's window {window}; inspect measures inside the window: give ≤ {window}")
+    need(not window or a.length <= window, f"--length {a.length} exceeds the model's window "
+         f"{window}; inspect measures inside the window: give ≤ {window}")
     if layers: _layers_to_show(cfg.num_hidden_layers, layers)
     return dict(layers=layers, device=device, config=cfg)
 
 def _versions() -> dict:
     import platform, transformers, posvec_lib
-    return dict(posvec=posvec_lib.__version__, torch=torch.__version__, transformers=transformers.__version__,
-                python=platform.python_version())
+    return dict(posvec=posvec_lib.__version__, torch=torch.__version__,
+                transformers=transformers.__version__, python=platform.python_version())
 
 def run_inspect(a):
-    "The `posvec inspect` command: check, load, sample, measure, write; the report's path (or the summary with --json)."
+    "The `posvec inspect` command: check, load, sample, measure, write; the path (or JSON summary)."
     import contextlib
-    with contextlib.redirect_stdout(sys.stderr): return _run_inspect(a)    # stdout: only the answer (JSON or path)
+    with contextlib.redirect_stdout(sys.stderr): return _run_inspect(a)   # stdout: the answer only
 
 def _run_inspect(a):
     chk = check_inspect_args(a)
@@ -360,9 +422,11 @@ def _run_inspect(a):
     src = getattr(model, "posvec_source", {})
     name = src.get("name", str(a.model))
     out = Path(a.out) if a.out else Path("posvec-inspect") / Path(name).name.replace(".gguf", "")
-    meta = dict(source=src, text=dict(file=str(a.text)) if a.text else dict(corpus=a.corpus), seed=a.seed,
-                dtype=a.dtype, device=str(chk["device"]), batch_size=a.batch_size, versions=_versions())
-    r = inspect_model(model, tok, X, out, chk["layers"], a.attention_samples, batch_size=a.batch_size, name=name,
+    text = dict(file=str(a.text)) if a.text else dict(corpus=a.corpus)
+    meta = dict(source=src, text=text, seed=a.seed, dtype=a.dtype, device=str(chk["device"]),
+                batch_size=a.batch_size, versions=_versions())
+    r = inspect_model(model, tok, X, out, chk["layers"], a.attention_samples,
+                      batch_size=a.batch_size, name=name,
                       baseline_seeds=tuple(range(a.baseline_seeds)), meta=meta)
     import matplotlib.pyplot as plt; plt.close("all")
     return json.dumps(dict(r.summary, out=str(out)), indent=1) if a.json else out / "inspect.md"

@@ -71,7 +71,8 @@ def package_file(package: str, file: str, version: str = "") -> Path:
 
 # %% ../nbs/02b_pretrained.ipynb #5bf30cc4
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-_HOW_TO_GET = "run `hf download {name} --local-dir DIR` on a machine with network, copy DIR here and give DIR"
+_HOW_TO_GET = ("run `hf download {name} --local-dir DIR` on a machine with network, copy DIR here "
+               "and give DIR")
 
 
 def model_source(name_or_path) -> dict:
@@ -102,29 +103,34 @@ def model_source(name_or_path) -> dict:
                          "nor a hub name of the form owner/name")
     if is_offline():
         raise ConnectionError(f"model {s!r} is a hub name but the hub is offline (HF_HUB_OFFLINE=1); offline models: "
-                              f"{[m.name for m in PRETRAINED.values() if m.offline]}, or {_HOW_TO_GET.format(name=s)}")
+                              f"{[m.name for m in PRETRAINED.values() if m.offline]}, or "
+                              + _HOW_TO_GET.format(name=s))
     return dict(kind="hub", path=s, entry=None)
 
 # %% ../nbs/02b_pretrained.ipynb #9c96f56e
 @functools.lru_cache(maxsize=8)
 def _gguf_ok(path: str, size: int, mtime: float) -> int:
-    "Parse a GGUF file's header and tensor table once per (path, size, mtime); returns the tensor count."
+    "Parse a GGUF file's header and tensor table once per (path, size, mtime); the tensor count."
     from gguf import GGUFReader
     try: r = GGUFReader(path)
     except Exception as e:
         why = (str(e).splitlines() or [""])[0][:120]
-        raise ValueError(f"{path} is a damaged GGUF file (truncated or corrupt): {type(e).__name__}: {why}") from None
+        raise ValueError(f"{path} is a damaged GGUF file (truncated or corrupt): "
+                         f"{type(e).__name__}: {why}") from None
     end = max((int(t.data_offset) + int(t.n_bytes) for t in r.tensors), default=0)
     if not r.tensors: raise ValueError(f"{path} is a GGUF file without tensors: not a model")
-    if end > size: raise ValueError(f"{path} is truncated: its tensors need {end} bytes, the file has {size}")
+    if end > size:
+        raise ValueError(f"{path} is truncated: its tensors need {end} bytes, the file has {size}")
     return len(r.tensors)
 
 def check_gguf(path) -> Path:
-    "`path` if it is a GGUF file that parses; a one-line ValueError naming the file and the fault otherwise."
+    "`path` if it is a GGUF file that parses; else a one-line ValueError naming file and fault."
     p = Path(path); st = p.stat()
-    if st.st_size == 0: raise ValueError(f"{p} is empty (0 bytes): not a GGUF model; download it again")
+    if st.st_size == 0:
+        raise ValueError(f"{p} is empty (0 bytes): not a GGUF model; download it again")
     with open(p, "rb") as f: head = f.read(4)
-    if head != b"GGUF": raise ValueError(f"{p} is not a GGUF file: it starts with {head!r}, not b'GGUF'")
+    if head != b"GGUF":
+        raise ValueError(f"{p} is not a GGUF file: it starts with {head!r}, not b'GGUF'")
     _gguf_ok(str(p), st.st_size, st.st_mtime)
     return p
 
@@ -132,54 +138,62 @@ def check_gguf(path) -> Path:
 _WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 
 def _check_safetensors(f: Path) -> None:
-    "A safetensors file whose header parses and whose tensors fit in the file; a one-line ValueError otherwise."
+    "Refuse in one line a safetensors file whose header does not parse or whose tensors overrun it."
     size = f.stat().st_size
     with open(f, "rb") as h: n = int.from_bytes(h.read(8), "little") if size >= 8 else -1
     try:
-        with open(f, "rb") as h: h.seek(8); head = json.loads(h.read(n)) if 0 < n <= size - 8 else None
+        with open(f, "rb") as h:
+            h.seek(8); head = json.loads(h.read(n)) if 0 < n <= size - 8 else None
     except (ValueError, UnicodeDecodeError): head = None
-    if not isinstance(head, dict): raise ValueError(f"{f} is not a safetensors file (empty, truncated or corrupt)")
+    if not isinstance(head, dict):
+        raise ValueError(f"{f} is not a safetensors file (empty, truncated or corrupt)")
     end = max((v["data_offsets"][1] for k, v in head.items() if k != "__metadata__"), default=0)
-    if 8 + n + end > size: raise ValueError(f"{f} is truncated: its tensors need {8 + n + end} bytes, the file has {size}")
+    if 8 + n + end > size:
+        raise ValueError(f"{f} is truncated: its tensors need {8 + n + end} bytes, it has {size}")
 
 # %% ../nbs/02b_pretrained.ipynb #08a24190
 def check_model_folder(folder) -> dict:
-    "The parsed config.json of a save_pretrained folder with its weights present; a one-line ValueError otherwise."
+    "The parsed config.json of a complete save_pretrained folder; else a one-line ValueError."
     from transformers import CONFIG_MAPPING
     folder = Path(folder); f = folder / "config.json"
     try: cfg = json.loads(f.read_text())
     except UnicodeDecodeError: raise ValueError(f"{f} is not text: not a model config") from None
     except json.JSONDecodeError as e:
-        raise ValueError(f"{f} is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+        raise ValueError(f"{f} is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})"
+                         ) from None
     if not isinstance(cfg, dict) or not cfg.get("model_type"):
-        raise ValueError(f"{f} has no model_type: not a transformers config (write it with save_pretrained)")
+        raise ValueError(f"{f} has no model_type: not a transformers config (use save_pretrained)")
     mt = cfg["model_type"]
     if "auto_map" in cfg and mt not in CONFIG_MAPPING:
-        raise ValueError(f"{f} asks for the folder's own Python code (auto_map, model_type {mt!r}); posvec never "
-                         "runs a model's own code (trust_remote_code=False): give a model transformers implements")
+        raise ValueError(f"{f} asks for the folder's own Python code (auto_map, model_type "
+                         f"{mt!r}); "
+                         "posvec never runs a model's own code (trust_remote_code=False): give a "
+                         "model transformers implements")
     if mt not in CONFIG_MAPPING:
         raise ValueError(f"{f} has model_type {mt!r}, which transformers does not implement")
     for idx in (folder / f"{w}.index.json" for w in _WEIGHTS):
         if idx.is_file():
             try: shards = sorted(set(json.loads(idx.read_text())["weight_map"].values()))
             except (ValueError, KeyError, AttributeError, TypeError):
-                raise ValueError(f"{idx} is not a valid shard index (JSON with a weight_map)") from None
+                raise ValueError(f"{idx} is not a valid shard index (JSON with a weight_map)"
+                                 ) from None
             missing = [s for s in shards if not (folder / s).is_file()]
-            if missing: raise ValueError(f"{idx} lists {len(missing)} missing shard(s), first {missing[0]!r}")
+            if missing:
+                raise ValueError(f"{idx} lists {len(missing)} missing shards, first {missing[0]!r}")
             for s in shards:
                 if s.endswith(".safetensors"): _check_safetensors(folder / s)
             return cfg
     w = next((folder / w for w in _WEIGHTS if (folder / w).is_file()), None)
     if w is None:
-        raise ValueError(f"{folder} has a config.json but no weights ({', '.join(_WEIGHTS)} or a sharded "
-                         "index): save the model with save_pretrained")
+        raise ValueError(f"{folder} has a config.json but no weights ({', '.join(_WEIGHTS)} or a "
+                         "sharded index): save the model with save_pretrained")
     if w.suffix == ".safetensors": _check_safetensors(w)
     elif w.stat().st_size == 0: raise ValueError(f"{w} is empty (0 bytes)")
     return cfg
 
 # %% ../nbs/02b_pretrained.ipynb #09e6d762
 def _hub_reachable(name: str) -> None:
-    "Refuse at once a hub name that is neither in the local hub cache nor reachable, saying how to get it."
+    "Refuse at once a hub name neither in the local hub cache nor reachable, saying how to get it."
     import socket, urllib.parse
     from huggingface_hub import constants, try_to_load_from_cache
     if isinstance(try_to_load_from_cache(name, "config.json"), str): return
@@ -191,7 +205,7 @@ def _hub_reachable(name: str) -> None:
                               + _HOW_TO_GET.format(name=name)) from None
 
 def check_model_files(src: dict) -> dict:
-    "`src` (a `model_source`) once its files are checked: a GGUF that parses, a complete folder, a reachable hub."
+    "`src` (a `model_source`) once checked: a GGUF that parses, a complete folder, a reachable hub."
     if src["kind"] == "gguf": check_gguf(src["path"])
     elif src["kind"] == "folder": check_model_folder(src["path"])
     elif src["kind"] == "hub": _hub_reachable(src["path"])
@@ -232,7 +246,7 @@ def _located(name_or_path) -> tuple[dict, str, dict]:
     "(source, folder, loader kwargs) of a model name: `model_source`, with the GGUF file named to transformers' loaders."
     src = model_source(name_or_path)                           # refuses missing paths and offline hub names, naming the value
     if src["kind"] == "tiny-local": src = model_source(tiny_local_model()) | dict(entry=src["entry"])
-    check_model_files(src)                                     # damaged files refused in one line, before transformers
+    check_model_files(src)                         # damaged files: one line, before transformers
     where, kw = (str(src["path"].parent), dict(gguf_file=src["path"].name)) if src["kind"] == "gguf" else (str(src["path"]), {})
     return src, where, kw
 
@@ -243,12 +257,12 @@ def load_checkpoint(name_or_path, variant: Variant | None = None, attn: str = "p
     return _model_at(_located(name_or_path), variant, attn, dtype, device)
 
 def family_attention(config, attn: str = "posvec_sdpa") -> str:
-    "Attention for a family posvec's kernels do not cover: eager when asked or required (Gemma2), else sdpa."
+    "Attention for families posvec's kernels do not cover: eager if asked or required, else sdpa."
     ad = ADAPTERS.get(config.model_type)
     return "eager" if attn == "posvec_eager" or (ad is not None and ad.eager) else "sdpa"
 
 def load_config(name_or_path):
-    "(config, located source) of a model name: files checked, `AutoConfig` only (no weights, never own code)."
+    "(config, located source): files checked, `AutoConfig` only (no weights read, no own code run)."
     from transformers import AutoConfig
     located = _located(name_or_path)
     _, where, kw = located
@@ -262,7 +276,7 @@ def _model_at(located: tuple, variant, attn: str, dtype, device):
     _, where, kw = located
     cfg = AutoConfig.from_pretrained(where, trust_remote_code=False, **kw)
     if variant is not None: apply_variant(cfg, variant, attn)
-    elif cfg.model_type not in LLAMA_FAMILY: attn = family_attention(cfg, attn)      # transformers' own kernels
+    elif cfg.model_type not in LLAMA_FAMILY: attn = family_attention(cfg, attn)   # their kernels
     elif getattr(cfg, "posvec_variant", None) is None: cfg._attn_implementation = attn
     model = AutoModelForCausalLM.from_pretrained(where, config=cfg, dtype=dt, attn_implementation=attn,
                                                  trust_remote_code=False, **kw).eval()

@@ -1,25 +1,29 @@
-"""`posvec inspect` on one tiny random-init model per family of the adapter table (trace.ADAPTERS), saved with
-save_pretrained: each runs or is refused before its weights are read, and sliding windows are measured as masked."""
+"""`posvec inspect` on one tiny random-init model per family of the adapter table (trace.ADAPTERS),
+saved with save_pretrained: each runs or is refused before its weights are read, and sliding windows
+are measured under their real masks."""
 import json, textwrap
 from pathlib import Path
 import pytest
 import torch
 
-COMMON = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-              max_position_embeddings=128, bos_token_id=0, eos_token_id=1, pad_token_id=2)
-FAMILIES = {   # model_type: (config overrides, expected class, sliding windows per layer, ablation measured)
-    "llama": (dict(num_key_value_heads=2), "LlamaForCausalLM", [None, None], True),
-    "mistral": (dict(num_key_value_heads=2, sliding_window=32), "MistralForCausalLM", [32, 32], True),
-    "qwen2": (dict(num_key_value_heads=2, use_sliding_window=True, sliding_window=16, max_window_layers=1),
+COMMON = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+              num_attention_heads=4, max_position_embeddings=128, bos_token_id=0, eos_token_id=1,
+              pad_token_id=2)
+GQA, HEAD16 = dict(num_key_value_heads=2), dict(num_key_value_heads=2, head_dim=16)
+HYBRID = ["sliding_attention", "full_attention"]
+FAMILIES = {   # model_type: (config overrides, class, sliding window per layer, ablation measured)
+    "llama": (GQA, "LlamaForCausalLM", [None, None], True),
+    "mistral": (dict(GQA, sliding_window=32), "MistralForCausalLM", [32, 32], True),
+    "qwen2": (dict(GQA, use_sliding_window=True, sliding_window=16, max_window_layers=1),
               "Qwen2ForCausalLM", [None, 16], True),
-    "qwen3": (dict(num_key_value_heads=2, head_dim=16), "Qwen3ForCausalLM", [None, None], True),
+    "qwen3": (HEAD16, "Qwen3ForCausalLM", [None, None], True),
     "gemma": (dict(num_key_value_heads=1, head_dim=16), "GemmaForCausalLM", [None, None], True),
-    "gemma2": (dict(num_key_value_heads=2, head_dim=16, sliding_window=16), "Gemma2ForCausalLM", [16, None], True),
-    "gemma3_text": (dict(num_key_value_heads=2, head_dim=16, sliding_window=16,
-                         layer_types=["sliding_attention", "full_attention"]), "Gemma3ForCausalLM", [16, None], True),
-    "phi3": (dict(num_key_value_heads=2), "Phi3ForCausalLM", [None, None], False),
-    "gpt2": (dict(n_embd=64, n_layer=2, n_head=4, n_positions=128, vocab_size=512, bos_token_id=0, eos_token_id=1),
-             "GPT2LMHeadModel", [None, None], False),
+    "gemma2": (dict(HEAD16, sliding_window=16), "Gemma2ForCausalLM", [16, None], True),
+    "gemma3_text": (dict(HEAD16, sliding_window=16, layer_types=HYBRID), "Gemma3ForCausalLM",
+                    [16, None], True),
+    "phi3": (GQA, "Phi3ForCausalLM", [None, None], False),
+    "gpt2": (dict(n_embd=64, n_layer=2, n_head=4, n_positions=128, vocab_size=512, bos_token_id=0,
+                  eos_token_id=1), "GPT2LMHeadModel", [None, None], False),
     "gpt_neox": (dict(rotary_pct=0.25), "GPTNeoXForCausalLM", [None, None], False),
 }
 
@@ -49,19 +53,19 @@ def _folder(tmp_path, mt):
 
 def _posvec(capsys, *args):
     from posvec_lib.reproduce import main
-    capsys.readouterr()                                          # what building the model printed is not the answer
+    capsys.readouterr()                         # what building the model printed is not the answer
     rc = main(["inspect", *args]); cap = capsys.readouterr()
     return rc, cap.out, cap.err
 
 
 @pytest.mark.parametrize("mt", list(FAMILIES))
 def test_inspect_family(mt, tmp_path, text_file, capsys, one_thread):
-    "Each family: exit 0 with --json; its class, windows, window-aware sinks and (fused q/k/v) a refused ablation."
+    "Each family: exit 0, --json; its class, windows, real masks and (fused q/k/v) no ablation."
     _, cls, windows, ablation = FAMILIES[mt]
     d, out = _folder(tmp_path, mt), tmp_path / "out"
-    rc, so, se = _posvec(capsys, str(d), "--text", str(text_file), "--length", "64", "--samples", "8",
-                         "--attention-samples", "4", "--baseline-seeds", "2", "--device", "cpu", "--json",
-                         "--output-path", str(out))
+    rc, so, se = _posvec(capsys, str(d), "--text", str(text_file), "--length", "64", "--samples",
+                         "8", "--attention-samples", "4", "--baseline-seeds", "2", "--device",
+                         "cpu", "--json", "--output-path", str(out))
     assert rc == 0, se[-3000:]
     s = json.loads(so)
     assert (s["model_class"], s["layers"], s["sliding_windows"]) == (cls, 2, windows)
@@ -70,22 +74,23 @@ def test_inspect_family(mt, tmp_path, text_file, capsys, one_thread):
     if not ablation: assert "fused" in s["ablation_refused"]
     md = (out / "inspect.md").read_text()
     assert f"context window 128 positions" in md
-    if windows[0] and windows == [windows[0]] * 2: assert f"sliding window {windows[0]} in every layer" in md
+    if windows == [32, 32]: assert "sliding window 32 in every layer" in md
     from posvec_lib.pretrained import load_pretrained
     from posvec_lib.attention import mean_attention
     from posvec_lib.trace import attention_masks
     m, _ = load_pretrained(d)
     A = mean_attention(m, torch.randint(3, 512, (1, 64)), progress=False)         # [L, H, T, T]
-    assert torch.equal(A[:, 0] > 0, attention_masks(m.config, 64))             # the real mask, as the baseline assumes
+    assert torch.equal(A[:, 0] > 0, attention_masks(m.config, 64))   # the mask the baseline assumes
 
 
 def test_unsupported_family_refused_before_weights(tmp_path, capsys):
-    "A model class without an adapter: one line naming class, measure and supported types; the (garbage) weights never read."
+    "No adapter: one line naming class, measure and supported types; the (garbage) weights unread."
     from transformers import BertConfig
     d = tmp_path / "bert"; d.mkdir()
-    BertConfig(vocab_size=128, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-               is_decoder=True).save_pretrained(d)
+    BertConfig(vocab_size=128, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+               intermediate_size=64, is_decoder=True).save_pretrained(d)
     (d / "pytorch_model.bin").write_bytes(b"not a pickle")
     rc, _, se = _posvec(capsys, str(d), "--length", "32", "--samples", "4")
-    assert rc == 2 and "BertLMHeadModel does not support positional_vectors" in se and "supported model types: llama" in se, se
+    assert rc == 2 and "BertLMHeadModel does not support positional_vectors" in se, se
+    assert "supported model types: llama" in se
     assert "pickle" not in se.lower()
