@@ -14,12 +14,11 @@ from .record import RESULT_KEYS, read_record, read_result, read_run, type_proble
 from .budget import LOCAL_CORPORA, llama_parameters, feasibility, training_seconds
 
 # %% auto #0
-__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'RUNNER_MODULES', 'HUB_NAME', 'GPU_ASSUMPTION', 'Artifact', 'check_items', 'select',
-           'experiments_dir', 'library_hash', 'module_closure', 'notebook_modules', 'inputs_hash', 'legacy_inputs_hash',
-           'failure_path', 'computed_path', 'status', 'upgrade_keys', 'git_commit', 'run_artifact', 'preflight',
-           'check_runnable', 'compare_results', 'agreement_lines', 'committed_result', 'agreement_with', 'BatchLocked',
-           'batch_lock', 'plan', 'cache_gaps', 'print_plan', 'reproduce', 'list_artifacts', 'profile_plan',
-           'scaled_profile', 'code_path_check', 'print_profile_plan', 'main']
+__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'RUNNER_MODULES', 'Artifact', 'check_items', 'select', 'experiments_dir', 'library_hash',
+           'module_closure', 'notebook_modules', 'inputs_hash', 'legacy_inputs_hash', 'failure_path', 'computed_path',
+           'status', 'upgrade_keys', 'git_commit', 'run_artifact', 'preflight', 'check_runnable', 'compare_results',
+           'agreement_lines', 'committed_result', 'agreement_with', 'BatchLocked', 'batch_lock', 'plan', 'cache_gaps',
+           'print_plan', 'reproduce', 'list_artifacts', 'main']
 
 # %% ../nbs/11_reproduce.ipynb #78f5e64a
 PAPER_ITEMS = (
@@ -601,26 +600,6 @@ def list_artifacts(profile: str | Profile = "cpu") -> dict:
 
 def _jsonable(v): return json.loads(json.dumps(v, default=str))
 
-# %% ../nbs/11_reproduce.ipynb #26913b43
-import re as _re
-
-HUB_NAME = _re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(:[\w.-]+)?$")     # owner/name, optionally :config (data sets)
-GPU_ASSUMPTION = dict(gpu="A100 80GB", peak_tflops=312.0, mfu=0.40, gpus=8)   # stated in every plan; the paper's runs used 8 GPUs
-
-# %% ../nbs/11_reproduce.ipynb #25fd36f6
-def _hub_sizes() -> dict:
-    f = project_root() / "data" / "hub_models.csv"
-    if not f.is_file(): return {}
-    import csv
-    return {r["hub"]: float(r["parameters_billion"]) for r in csv.DictReader(f.open())}
-
-# %% ../nbs/11_reproduce.ipynb #56827144
-def _in_hub_cache(name: str) -> bool:
-    try: from huggingface_hub.constants import HF_HUB_CACHE
-    except ImportError: return False
-    repo = name.split(":")[0].replace("/", "--")
-    return any((Path(HF_HUB_CACHE) / f"{kind}--{repo}").is_dir() for kind in ("models", "datasets"))
-
 # %% ../nbs/11_reproduce.ipynb #52f015f8
 def _finetune_runs(recorded: Profile) -> dict:
     "The fine-tunes the experiment notebooks request, by run name, with the artifacts that use them (from recorded results)."
@@ -629,188 +608,6 @@ def _finetune_runs(recorded: Profile) -> dict:
         res = read_result(res_file.parent)[0] or {}
         for name in res.get("inputs", {}).get("finetuned", {}): runs.setdefault(name, []).append(res_file.parent.name)
     return runs
-
-# %% ../nbs/11_reproduce.ipynb #2d03a7f8
-def _parse_run(name: str, zoo: tuple) -> dict | None:
-    """'rope-full-length-linear-8x' -> base rope, method full-length, interpolation linear, target 8, seed None; a seed
-    replicate (`FinetuneSpec.seed`, named '<run>-seedK') is the same run with seed K: it costs as much."""
-    base = max((z for z in zoo if name.startswith(z + "-")), key=len, default=None)
-    m = _re.fullmatch(r"(.+)-([a-z_]+)-(\d+)x(?:-seed(\d+))?", name[len(base) + 1:]) if base else None
-    return dict(base=base, method=m[1], interpolation=m[2], target=int(m[3]), seed=int(m[4]) if m[4] else None) if m else None
-
-# %% ../nbs/11_reproduce.ipynb #d821c955
-def _deepspeed_check(P: Profile) -> str:
-    "configs/ds_zero3.json with its 'auto' values filled from the profile's fine-tuning recipe, parsed by DeepSpeed's own config parser."
-    try:
-        import deepspeed
-        from deepspeed.runtime.config import DeepSpeedConfig
-        from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
-    except Exception as e:
-        return f"not importable here ({type(e).__name__}: {str(e)[:80]}); `make setup` installs it (extra_deepspeed)"
-    import tempfile, types
-    from posvec_lib.finetune import finetune_args
-    try:
-        with tempfile.TemporaryDirectory() as d:
-            hf = HfTrainerDeepSpeedConfig(json.loads((project_root() / "configs" / "ds_zero3.json").read_text()))
-            args = finetune_args(P, Path(d), P.pose_steps); hf.trainer_config_process(args)
-            hf.trainer_config_finalize(args, types.SimpleNamespace(config=types.SimpleNamespace(hidden_size=P.d_model)), P.pose_steps)
-            c = DeepSpeedConfig(hf.config)
-    except Exception as e:
-        return f"configs/ds_zero3.json refused by DeepSpeed {deepspeed.__version__}: {type(e).__name__}: {str(e)[:200]}"
-    return (f"configs/ds_zero3.json parsed by DeepSpeed {deepspeed.__version__} with the recipe filled in: ZeRO stage "
-            f"{c.zero_optimization_stage}, {c.train_batch_size} sequences per step in this process; running ZeRO-3 stays GPU-only")
-
-# %% ../nbs/11_reproduce.ipynb #1a3737b5
-def profile_plan(P: Profile, recorded: str = "cpu", code_path: bool = False) -> dict:
-    "What a batch of profile `P` fetches, trains and costs (estimates, with their assumptions), and the checks done without a GPU."
-    sizes, g = _hub_sizes(), GPU_ASSUMPTION
-    from posvec_lib.pretrained import PRETRAINED
-    fetch = {}
-    def want(name, kind, why):
-        if not name or "/" not in name: return
-        e = fetch.setdefault(name, dict(name=name, kind=kind, used_for=[], well_formed=bool(HUB_NAME.match(name)),
-                                        cached=_in_hub_cache(name), parameters_b=sizes.get(name)))
-        e["used_for"].append(why)
-        if kind == "model": e["kind"] = "model"
-    for k in ("corpus", "eval_corpus", "second_corpus"): want(getattr(P, k), "data set", k)
-    want(P.tokenizer, "tokenizer", "tokenizer"); want(P.base_model, "model", "base_model")
-    sources = dict(s.partition("=")[::2] for s in P.pretrained)
-    for v, hub in sources.items(): want(hub, "model", f"zoo {v}")
-    for m in P.paper_models: want(m, "model", "paper_models")
-    for m in P.ablation_models: want(m, "model", "ablation_models")
-    pm = PRETRAINED.get(P.pretrained_model)
-    if pm and pm.hub and not pm.offline: want(pm.hub, "model", "pretrained_model")
-    if P.device == "cuda":                          # B Table 3 through lm-evaluation-harness, which fetches each task's data set
-        from posvec_lib.harness import PAPER_BENCHMARKS
-        for t, (shots, metric) in PAPER_BENCHMARKS.items():
-            fetch[f"lm-eval:{t}"] = dict(name=t, kind="lm-eval", used_for=[f"B Table 3 ({shots}-shot {metric})"], well_formed=True,
-                                         cached=False, parameters_b=None)
-    N = llama_parameters(P.d_model, P.n_layers, P.n_heads, P.n_kv_heads, P.d_ff, P.vocab_size)
-    def cost(tokens, T, n=N):
-        flops = tokens * (6 * n + 6 * P.n_layers * P.d_model * T)
-        return flops, flops / (g["peak_tflops"] * 1e12 * g["mfu"]) / 3600
-    def memory_gb(per_device_batch, T, n=N):
-        return (16 * n / g["gpus"] + 34 * per_device_batch * T * P.d_model * P.n_layers) / 1e9
-    from posvec_lib.train import zoo_recipe, buildable
-    train, unbuildable = [], []
-    for v in P.zoo:
-        if v in sources: train.append(dict(run=f"zoo {v}", what=f"load {sources[v]} (no training)", tokens=0, gpu_hours=0.0)); continue
-        if not buildable(P, v):
-            unbuildable.append(v); train.append(dict(run=f"zoo {v}", what="no pretrained source and a recipe that trains nothing: cannot be built")); continue
-        r = zoo_recipe(P, v)
-        tok = r["steps"] * P.batch_size * P.C
-        _, h = cost(tok, P.C)
-        how = (f"continual pre-training from the RoPE base ({sources.get('rope', 'zoo rope')})" if r["kind"] == "continual"
-               else "pre-train from scratch")
-        train.append(dict(run=f"zoo {v}", what=f"{how}: {r['steps']} steps × {P.batch_size} × {P.C} tokens", tokens=tok,
-                          seq=P.C, gpu_hours=h, memory_gb=memory_gb(max(1, P.batch_size // g["gpus"]), P.C)))
-    runs = _finetune_runs(get_profile(recorded))
-    for name, used in sorted(runs.items()):
-        r = _parse_run(name, P.zoo)
-        if r is None: train.append(dict(run=name, what="(run name not understood)", used_by=used)); continue
-        T = r["target"] * P.C if r["method"] == "full-length" else P.C
-        tok = P.pose_steps * P.pose_batch_size * T
-        _, h = cost(tok, T)
-        train.append(dict(run=name, what=f"fine-tune {P.pose_steps} steps × {P.pose_batch_size} × {T} tokens to Lt = {r['target'] * P.C}",
-                          tokens=tok, seq=T, gpu_hours=h, memory_gb=memory_gb(max(1, P.pose_batch_size // g["gpus"]), T),
-                          memory_gb_micro1=memory_gb(1, T), used_by=used))
-    meas_tok = P.n_samples * P.C * len(P.zoo)
-    _, meas_h = cost(meas_tok, P.C)
-    meas = dict(what=f"positional vectors: {P.n_samples} samples × {P.C} tokens × {len(P.zoo)} zoo models (forward only)",
-                tokens=meas_tok, gpu_hours=meas_h / 3)                  # a forward pass is a third of a training step's FLOPs
-    checks = [("knobs", "valid (the profile refuses bad values when built)")]
-    bad = [f["name"] for f in fetch.values() if not f["well_formed"]]
-    checks.append(("hub names", "all well formed" if not bad else f"malformed: {bad}"))
-    if unbuildable: checks.append(("zoo", f"{unbuildable} have no entry in `pretrained` and their recipe trains nothing (train_steps / continual_steps = 0)"))
-    over = sorted({t["run"] for t in train if (t.get("memory_gb") or 0) > 80})
-    if over: checks.append(("memory", f"{len(over)} run(s) need more than 80 GB per GPU at the per-device batch pose_batch_size/{g['gpus']} "
-                                      "(Trainer's batch without gradient accumulation): " + ", ".join(over)))
-    checks.append(("fine-tune runs", f"{len(runs)} requested by the notebooks (recorded by figures/{recorded}/)" if runs
-                   else f"none recorded: run the {recorded} profile first to list them"))
-    checks.append(("DeepSpeed", _deepspeed_check(P)))
-    if code_path:
-        rows = code_path_check(P)
-        bad = [w for w, o in rows if o.startswith("FAILED")]
-        checks.append(("code path (tiny model, knobs scaled down)", f"{len(rows) - len(bad)} of {len(rows)} steps ran" +
-                       (f"; failed: {bad}" if bad else "") + "; " + "; ".join(f"{w}: {o}" for w, o in rows)))
-    else: checks.append(("code path (tiny model, knobs scaled down)", "not run: add --code-path (about a minute on a CPU)"))
-    return dict(profile=P.name, base_model=P.base_model, parameters=N, assumption=g, fetch=list(fetch.values()), train=train, measure=meas, checks=checks,
-                total_gpu_hours=sum(t.get("gpu_hours") or 0 for t in train) + meas["gpu_hours"])
-
-# %% ../nbs/11_reproduce.ipynb #cf61143c
-def scaled_profile(P: Profile, C: int = 32) -> Profile:
-    """The `smoke` profile with `P`'s fine-tuning and attention knobs scaled down to a window of `C`: the same targets s·C,
-    learning rate, per-GPU batch, GQA ratio and window ratios, two steps per run."""
-    heads = 4
-    return get_profile("smoke", C=C, pose_targets=P.pose_targets, pose_lr=P.pose_lr, pose_steps=2,
-                       pose_batch_size=max(2, P.pose_batch_size // GPU_ASSUMPTION["gpus"]), n_heads=heads,
-                       n_kv_heads=max(1, heads * P.n_kv_heads // P.n_heads), window=max(2, C * P.window // P.C),
-                       small_window=max(2, C * P.small_window // P.C), passkey_trials=2)
-
-# %% ../nbs/11_reproduce.ipynb #6db9b229
-def code_path_check(P: Profile, log=print) -> list[tuple[str, str]]:
-    """Run the fine-tuning and measurement code of profile `P` on a tiny model (`scaled_profile`): every (method,
-    interpolation) of paper B's notebooks for two steps at the first target, PoSE at the second; then PPL at each run's
-    target, positional vectors at the largest, passkey at the first. One (what, outcome) row each; it raises nothing."""
-    import math, torch
-    from posvec_lib.finetune import finetune, load_finetuned, passkey_accuracy
-    from posvec_lib.evaluate import sliding_window_ppl
-    from posvec_lib.decompose import positional_vectors
-    from posvec_lib.data import profile_data, long_documents
-    from posvec_lib.sweeps import INTERP, b_spec
-    Q = scaled_profile(P); s1, s2 = Q.pose_targets
-    specs = {f"{m} {h} {s1}C": b_spec(Q, m, h, steps=2) for m in ("pose", "full-length") for h in INTERP}
-    specs.update({f"randpos linear {s1}C": b_spec(Q, "randpos", steps=2), f"chunks N=3 {s1}C": b_spec(Q, "chunks", n_chunks=3, steps=2),
-                  f"pose linear {s2}C": b_spec(Q, "pose", s=s2, steps=2)})
-    data, rows = profile_data(Q), []
-    def attempt(what, fn):
-        t = time.time()
-        try: rows.append((what, f"ok ({fn()}; {time.time() - t:.1f} s)"))
-        except Exception as e: rows.append((what, f"FAILED: {type(e).__name__}: {str(e)[:200]}"))
-        log(f"  code path: {what}: {rows[-1][1]}")
-    for label, spec in specs.items():
-        def run(spec=spec):
-            finetune(Q, spec); m = load_finetuned(Q, spec); Lt = spec.target * Q.C
-            doc = long_documents(data.validation, Lt - 1, 1, bos=False)
-            r = sliding_window_ppl(m, list(doc), Lt, Q.C // 2, data.tokenizer.bos_token_id, progress=False)
-            if not math.isfinite(r["ppl"]): raise ValueError(f"PPL at {Lt} is {r['ppl']}")
-            return f"Lt = {Lt}, 2 Trainer steps, PPL at Lt {r['ppl']:.0f}"
-        attempt(f"fine-tune {label}", run)
-    def pv():
-        spec = specs[f"pose linear {s2}C"]; Lt = s2 * Q.C
-        x = long_documents(data.validation, Lt, 4)
-        p = positional_vectors(load_finetuned(Q, spec), x, 2, progress=False).p
-        if not torch.isfinite(p).all(): raise ValueError("positional vectors are not finite")
-        return f"positional vectors {tuple(p.shape)} at {Lt} tokens"
-    attempt(f"positional vectors {s2}C", pv)
-    def pk():
-        Lt = s1 * Q.C
-        r = passkey_accuracy(load_finetuned(Q, specs[f"pose linear {s1}C"]), data.tokenizer, Lt, Q.passkey_trials)
-        return f"passkey at {Lt} tokens, {Q.passkey_trials} trials, accuracy {r['accuracy']:.2f}"
-    attempt(f"passkey {s1}C", pk)
-    return rows
-
-# %% ../nbs/11_reproduce.ipynb #0f96d57e
-def print_profile_plan(D: dict):
-    "The plan as text: what is fetched, what is trained (tokens, GPU-hours, memory per GPU), the checks."
-    g = D["assumption"]
-    print(f"posvec plan --profile {D['profile']}: base model {D['base_model']}; the profile's architecture has {D['parameters'] / 1e9:.2f}B "
-          "parameters (the fine-tunes and positional vectors below are costed at that size)")
-    print("fetches:")
-    for f in D["fetch"]:
-        size = f"{f['parameters_b']}B params (~{2 * f['parameters_b']:.1f} GB in bf16)" if f["parameters_b"] else "size unknown offline"
-        print(f"  {f['kind']:<9} {f['name']:<42} {size:<34} {'cached' if f['cached'] else 'not cached'}"
-              f"{'' if f['well_formed'] else '  MALFORMED NAME'}  for {', '.join(f['used_for'])}")
-    print(f"runs (estimates on {g['gpus']}× {g['gpu']}, {g['peak_tflops']:.0f} TFLOP/s bf16 at {g['mfu']:.0%} MFU, ZeRO-3):")
-    for t in D["train"]:
-        est = (f"{t['gpu_hours']:7.1f} GPU-h" + (f", ~{t['memory_gb']:.0f} GB/GPU" if t.get("memory_gb") else "")
-               + (f" ({t['memory_gb_micro1']:.0f} at micro-batch 1)" if t.get("memory_gb_micro1") else "")) if "gpu_hours" in t else ""
-        print(f"  {t['run']:<32} {t['what']:<62} {est}")
-    m = D["measure"]
-    print(f"  {'measurement':<32} {m['what']:<62} {m['gpu_hours']:7.1f} GPU-h")
-    print(f"total ≈ {D['total_gpu_hours']:.0f} GPU-hours (≈ {D['total_gpu_hours'] / g['gpus']:.1f} h on {g['gpus']} GPUs) before evaluation")
-    print("checked without a GPU:")
-    for k, v in D["checks"]: print(f"  {k}: {v}")
 
 # %% ../nbs/11_reproduce.ipynb #3495855e
 def _profile_of(a) -> Profile:
@@ -880,6 +677,7 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(agreement_lines(A)) if A else f"no artifact has results both here and at {a.against}")
             return 0 if all(v["agreement"] != "different" for v in A.values()) else 1
         if a.cmd == "plan":
+            from posvec_lib.plan import profile_plan, print_profile_plan
             D = profile_plan(P, code_path=a.code_path)
             if a.json: print(json.dumps(D, indent=1, default=str))
             else: print_profile_plan(D)
