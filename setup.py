@@ -10,9 +10,11 @@ licenses = {'apache2': ('Apache Software License 2.0', 'OSI Approved :: Apache S
 statuses = ['1 - Planning', '2 - Pre-Alpha', '3 - Alpha', '4 - Beta', '5 - Production/Stable',
             '6 - Mature', '7 - Inactive']
 lic = licenses[cfg['license']]
+# Ranges, not pins (the exact reproduction set is requirements-lock.txt, installed by make setup as constraints).
+# An extra may name others of this project (posvec[repro,eval]); 'all' flattens those.
 extras = {k[len('extra_'):]: cfg[k].split() for k in cfg if k.startswith('extra_')}
 extras['dev'] = cfg.get('dev_requirements', '').split()
-extras['all'] = sorted({r for k, v in extras.items() if k != 'dev' for r in v})
+extras['all'] = sorted({r for k, v in extras.items() if k != 'dev' for r in v if not r.startswith(cfg['repo'] + '[')})
 
 setuptools.setup(
     name=cfg['repo'],
