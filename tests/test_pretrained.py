@@ -141,3 +141,16 @@ def test_damaged_model_inputs_fail_in_one_line(venv_bin, tmp_path, case, msg):
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(lines) == 1, r.stderr[-2000:]
     assert msg in lines[0] and str(named) in lines[0], lines[0]
     assert not out.exists()
+
+
+def test_unreachable_hub_name_fails_at_once(monkeypatch):
+    "A hub name with the hub unreachable (not merely offline-flagged): one line with the way to get the model."
+    import time
+    from huggingface_hub import constants
+    from posvec_lib.pretrained import check_model_files
+    monkeypatch.setattr(constants, "ENDPOINT", "https://127.0.0.1:9")
+    for k in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY"): monkeypatch.delenv(k, raising=False)
+    t0 = time.time()
+    with pytest.raises(ConnectionError, match="unreachable.*hf download no-such/model"):
+        check_model_files(dict(kind="hub", path="no-such/model", entry=None))
+    assert time.time() - t0 < 10
