@@ -15,10 +15,10 @@ from .budget import LOCAL_CORPORA, llama_parameters, feasibility, training_secon
 
 # %% auto #0
 __all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'RUNNER_MODULES', 'Artifact', 'check_items', 'select', 'experiments_dir', 'library_hash',
-           'module_closure', 'notebook_modules', 'inputs_hash', 'legacy_inputs_hash', 'failure_path', 'computed_path',
-           'status', 'upgrade_keys', 'git_commit', 'run_artifact', 'preflight', 'check_runnable', 'compare_results',
-           'agreement_lines', 'committed_result', 'agreement_with', 'BatchLocked', 'batch_lock', 'plan', 'cache_gaps',
-           'print_plan', 'reproduce', 'list_artifacts', 'main']
+           'module_closure', 'notebook_modules', 'inputs_hash', 'failure_path', 'computed_path', 'status', 'git_commit',
+           'run_artifact', 'preflight', 'check_runnable', 'compare_results', 'agreement_lines', 'committed_result',
+           'agreement_with', 'BatchLocked', 'batch_lock', 'plan', 'cache_gaps', 'print_plan', 'reproduce',
+           'list_artifacts', 'main']
 
 # %% ../nbs/11_reproduce.ipynb #78f5e64a
 PAPER_ITEMS = (
@@ -158,11 +158,6 @@ def inputs_hash(art: Artifact, profile: Profile) -> str:
         h.update(name.encode() + (f.read_bytes() if f.exists() else b"<missing>"))
     return h.hexdigest()[:16]
 
-def legacy_inputs_hash(art: Artifact, profile: Profile) -> str:
-    "The inputs hash of results recorded before per-artifact module closures (every module hashed): `upgrade_keys` reads it."
-    nb = (experiments_dir() / f"{art.name}.ipynb").read_bytes()
-    return hashlib.sha256(nb + library_hash().encode() + profile.digest().encode()).hexdigest()[:16]
-
 # %% ../nbs/11_reproduce.ipynb #814cf3f5
 def failure_path(art: Artifact, profile: Profile) -> Path:
     "Where the last failed attempt at an artifact is recorded (under runs/, so the last good result stays untouched)."
@@ -190,9 +185,7 @@ def status(art: Artifact, profile: Profile) -> dict:
     problem = _folder_problem(d) or run_bad or res_bad
     if problem: st, run, res = "damaged", None, None
     elif res and run:
-        if run["status"] == "ok":     # a result keyed by the legacy hash that still matches is current under both
-            current = (inputs_hash(art, profile), legacy_inputs_hash(art, profile))
-            st = "done" if run["inputs"] in current else "stale"
+        if run["status"] == "ok": st = "done" if run["inputs"] == inputs_hash(art, profile) else "stale"
         else: st, problem = "damaged", f"{d / 'run.json'} says status {run['status']!r} beside a result.json"
     elif res: st, problem = "unrecorded", (f"{d / 'result.json'} was written outside the runner (a notebook run by "
                                            "hand); `posvec reproduce` reruns it")
@@ -208,23 +201,6 @@ def status(art: Artifact, profile: Profile) -> dict:
     if fail and st in ("done", "stale"): out["last_attempt"] = f"failed at {fail.get('finished')}; the previous result is kept"
     return out
 
-
-# %% ../nbs/11_reproduce.ipynb #a0386c4b
-def upgrade_keys(profile: Profile, log=print) -> list[str]:
-    """Re-key the results recorded under the legacy inputs hash (every library module) whose legacy hash still matches the current
-    code: they are current under the per-artifact hash too, which depends on less. The committed record keeps the old key beside."""
-    done = []
-    for art in ARTIFACTS.values():
-        f = figures_dir(profile, art.name, create=False) / "run.json"
-        run = read_run(f)[0]
-        if not run or run.get("status") != "ok": continue
-        new = inputs_hash(art, profile)
-        if run["inputs"] == new or run["inputs"] != legacy_inputs_hash(art, profile): continue
-        comp = read_record(computed_path(art, profile))[0]
-        if comp and comp.get("inputs") == run["inputs"]: write_json(computed_path(art, profile), {**comp, "inputs": new})
-        write_json(f, {**run, "inputs": new, "inputs_legacy": run["inputs"]}); done.append(art.name)
-    if done: log(f"re-keyed {len(done)} current results to per-artifact inputs hashes: {', '.join(done)}")
-    return done
 
 # %% ../nbs/11_reproduce.ipynb #1878eed4
 def git_commit(root: Path | None = None) -> str:
@@ -540,7 +516,6 @@ def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False, ov
     for w in warnings: print(f"posvec: note: {w}", file=sys.stderr)
     check_runnable(P)
     with batch_lock(P, wait):
-        upgrade_keys(P)
         return _run_batch(P, arts, force, overrides, report, trust_committed)
 
 # %% ../nbs/11_reproduce.ipynb #43866edd
