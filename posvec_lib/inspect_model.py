@@ -222,7 +222,7 @@ def _report(r: InspectResult, files: dict) -> str:
           f"{s['positions']}; context window {s['window']} positions, "
           f"{_windows_text(s['sliding_windows'])}. Wall time {s['wall_s']} s.", "",
           f"* Strongest attention sink: layer {st['layer']} head {st['head']} (1-based) puts "
-          f"{st['sink_share']:.3f} of its attention on the first token, "
+          f"{_pm(st['sink_share'])} of its attention on the first token, "
           f"{_pm(st['sink_x_uniform'], st['noise'])}× what uniform attention over the keys it sees "
           f"gives; untrained: {null('strongest_sink_x_uniform')}×. "
           f"{s['heads_over_5x_uniform']} of {len(r.sinks)} heads are ≥ 5× uniform.",

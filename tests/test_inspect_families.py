@@ -94,3 +94,19 @@ def test_unsupported_family_refused_before_weights(tmp_path, capsys):
     assert rc == 2 and "BertLMHeadModel does not support positional_vectors" in se, se
     assert "supported model types: llama" in se
     assert "pickle" not in se.lower()
+
+
+def test_window_too_small_for_a_sink(tmp_path, text_file, capsys, one_thread):
+    "Window 4 ≤ skip: no measured query sees token 0, so the sink is 'n/a' (null), not a crash or 0."
+    import shutil
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from posvec_lib.pretrained import tiny_local_model
+    d, cfg = tmp_path / "w4", AutoConfig.for_model("mistral", **COMMON, **GQA, sliding_window=4)
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(d)
+    for f in ("tokenizer.json", "tokenizer_config.json"): shutil.copy(tiny_local_model() / f, d / f)
+    rc, so, se = _posvec(capsys, str(d), "--text", str(text_file), "--length", "32", "--samples",
+                         "4", "--baseline-seeds", "0", "--json", "--out", str(tmp_path / "out"))
+    assert rc == 0, se[-3000:]
+    s = json.loads(so)
+    assert s["strongest_sink"]["sink_x_uniform"] is None and s["sliding_windows"] == [4, 4]
+    assert "puts n/a of its attention" in (tmp_path / "out" / "inspect.md").read_text()
