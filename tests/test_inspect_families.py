@@ -97,7 +97,7 @@ def test_unsupported_family_refused_before_weights(tmp_path, capsys):
 
 
 def test_window_too_small_for_a_sink(tmp_path, text_file, capsys, one_thread):
-    "Window 4 ≤ skip: no measured query sees token 0, so the sink is 'n/a' (null), not a crash or 0."
+    "Window 4 ≤ skip: no measured query sees token 0, so the sink is 'n/a' (null), not a crash."
     import shutil
     from transformers import AutoConfig, AutoModelForCausalLM
     from posvec_lib.pretrained import tiny_local_model
