@@ -188,6 +188,15 @@ def _read_tokens(path) -> dict:
     return z
 
 # %% ../nbs/01_data.ipynb #f19d6223
+def _window_args(docs: TokenizedDocs, length, n, bos: bool, what: str):
+    "Refuse a window request that cannot be met, naming the argument: sizes, and a BOS the documents lack."
+    for name, v, lo in (("length", length, 1 + int(bool(bos))), ("n", n, 1)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+            raise ValueError(f"{what}: {name}={v!r}; allowed: an integer ≥ {lo}")
+    if bos and docs.bos_id is None:
+        raise ValueError(f"{what}: bos=True but these documents have no BOS id (the tokenizer adds none); "
+                         "pass bos=False")
+
 def _eligible(docs: TokenizedDocs, need: int, n_wanted: int, what: str) -> np.ndarray:
     ok = np.nonzero(docs.lengths >= need)[0]
     if len(ok) < n_wanted:
@@ -200,6 +209,7 @@ def _eligible(docs: TokenizedDocs, need: int, n_wanted: int, what: str) -> np.nd
 # %% ../nbs/01_data.ipynb #87d4e684
 def fixed_length_samples(docs: TokenizedDocs, length: int, n: int, seed: int = 0, bos: bool = True) -> torch.Tensor:
     "n windows of `length` tokens (BOS at position 0 when `bos`), each from inside one document; seeded."
+    _window_args(docs, length, n, bos, "fixed_length_samples")
     body = length - int(bos)
     ok = _eligible(docs, body, 1, "fixed_length_samples")
     rng = np.random.default_rng(seed)
@@ -215,6 +225,7 @@ def fixed_length_samples(docs: TokenizedDocs, length: int, n: int, seed: int = 0
 # %% ../nbs/01_data.ipynb #910e0c8c
 def long_documents(docs: TokenizedDocs, length: int, n: int, bos: bool = True) -> torch.Tensor:
     "The first `length` tokens (BOS first) of the n longest-enough documents, in corpus order."
+    _window_args(docs, length, n, bos, "long_documents")
     body = length - int(bos)
     ok = _eligible(docs, body, n, "long_documents")[:n]
     rows = [np.concatenate([[docs.bos_id], docs.doc(d)[:body]]) if bos else docs.doc(d)[:body] for d in ok]
