@@ -625,11 +625,15 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--allow-no-gpu", action="store_true", help="a GPU profile (paper) on the CPU anyway (device=cpu)")
         p.add_argument("--set", nargs="*", default=[], metavar="KNOB=VALUE",
                        help="override knobs; results then go to figures/<profile>+<hash>/, never over the profile's own")
-    from posvec_lib.inspect_model import add_inspect_parser, run_inspect
-    add_inspect_parser(sub)
+    if "inspect" in (sys.argv[1:] if argv is None else argv):      # its parser imports torch: only when asked for
+        from posvec_lib.inspect_model import add_inspect_parser
+        add_inspect_parser(sub)
+    else: sub.add_parser("inspect", help="paper A's measures on any causal LM (`posvec inspect -h`)")
     a = ap.parse_args(argv)
     try:
-        if a.cmd == "inspect": print(run_inspect(a)); return 0     # any model, any folder: no clone or profile needed
+        if a.cmd == "inspect":                                       # any model, any folder: no clone or profile
+            from posvec_lib.inspect_model import run_inspect
+            print(run_inspect(a)); return 0
         P = _profile_of(a)
         require_clone(f"posvec {a.cmd}")
         if a.cmd != "reproduce" and a.allow_no_gpu and P.device == "cuda":   # the results --allow-no-gpu wrote (device=cpu)

@@ -314,6 +314,17 @@ def test_module_help(venv_bin, root):
     assert r.returncode == 0 and r.stdout.startswith("usage: posvec"), r.stdout + r.stderr
 
 
+def test_help_is_fast(venv_bin, root):
+    "`posvec --help` and `posvec list` import no torch (it took 5-9 s); `posvec inspect -h` lists inspect's flags."
+    code = ("import sys, contextlib, io\nfrom posvec_lib.reproduce import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit): main(['--help'])\n"
+            "print('torch' in sys.modules)")
+    r = subprocess.run([str(venv_bin / "python"), "-c", code], capture_output=True, text=True, cwd=root)
+    assert r.stdout.strip() == "False", r.stdout + r.stderr
+    r = subprocess.run([str(venv_bin / "posvec"), "inspect", "-h"], capture_output=True, text=True, cwd=root)
+    assert r.returncode == 0 and "--baseline-seeds" in r.stdout, r.stderr
+
+
 def test_outside_a_clone(venv_bin, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "POSVEC_HOME"} | dict(HOME=str(tmp_path / "h"), **OFFLINE)
     (tmp_path / "h").mkdir()
