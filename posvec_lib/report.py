@@ -4,7 +4,7 @@
 
 # %% ../nbs/11a_report.ipynb #980156fd
 from __future__ import annotations
-import json, math, os, time
+import json, math, os, re, time
 from pathlib import Path
 from .record import read_result, read_run, confined
 from .config import Profile, get_profile, figures_dir, project_root, write_json, atomic_write, ZOO_VARIANTS, VERDICTS, disk_errors
@@ -13,7 +13,7 @@ from .reproduce import (ARTIFACTS, PAPER_ITEMS, list_artifacts, git_commit, _jso
 
 # %% auto #0
 __all__ = ['REPORT_KNOBS', 'CLAIM_HEADER', 'REPORT_CSS', 'REPORT_TEMPLATE', 'claim_counts', 'report_data', 'fmt_num', 'fmt_pct',
-           'telling_values', 'claim_rows', 'write_report', 'write_html_report']
+           'telling_values', 'claim_rows', 'paper_counts', 'results_table', 'write_report', 'write_html_report']
 
 # %% ../nbs/11a_report.ipynb #0b168a30
 REPORT_KNOBS = ("device", "dtype", "seed", "threads", "C", "window", "small_window", "d_model", "n_layers", "n_heads", "d_ff",
@@ -222,6 +222,27 @@ def claim_rows(D: dict) -> list[dict]:
                              paper=c.get("paper", ""), claim=c["claim"], kind=kind, order=i,
                              values=telling_values(c["values"]), verdict=c["verdict"]))
     return sorted(rows, key=lambda x: (_natural(x["source"]), x["order"]))
+
+# %% ../nbs/11a_report.ipynb #1dbf70d3
+def paper_counts(D: dict) -> dict:
+    "Counted claims by paper (A, B; rebuttal claims under their paper) and verdict: the README's results table."
+    out = {}
+    for r in claim_rows(D):
+        if r["kind"]: continue
+        m = re.match(r"([AB])\b", r["source"]); paper = m[1] if m else "other"
+        n = out.setdefault(paper, dict.fromkeys(VERDICTS, 0)); n[r["verdict"]] += 1
+    return dict(sorted(out.items()))
+
+def results_table(profile: str = "cpu") -> str:
+    "A Markdown table of `paper_counts` for a profile's committed results, with a link to its report."
+    P = get_profile(profile); D = report_data(P); c = paper_counts(D)
+    rows = [[p, *[str(n[v]) for v in VERDICTS]] for p, n in c.items()]
+    rows.append(["all", *[str(sum(n[v] for n in c.values())) for v in VERDICTS]])
+    stale = sum(r["status"]["status"] != "done" for r in D["rows"])
+    note = (f"{stale} of {len(D['rows'])} artifacts are not current with the code (`posvec list`)"
+            if stale else f"all {len(D['rows'])} artifacts current")
+    return "\n".join(_md_table(["paper", *VERDICTS], rows) + ["", f"From `figures/{P.results_name}/*/result.json`; "
+                     f"{note}; every check with its values: [REPORT.md](figures/{P.results_name}/REPORT.md)."])
 
 # %% ../nbs/11a_report.ipynb #e9712545
 def _claim_md(c) -> str:
