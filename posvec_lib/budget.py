@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from .config import Profile
 
-LOCAL_CORPORA = ("stdlib", "stdlib-tests")        # the corpora `data.load_corpus` builds from this Python
+LOCAL_CORPORA = ("stdlib", "stdlib-tests")        # built by `data.load_corpus` from this Python
 
 # %% auto #0
 __all__ = ['LOCAL_CORPORA', 'GIB', 'CPU_MEASURED', 'GPU_FLOPS', 'llama_parameters', 'profile_parameters', 'train_bytes',
@@ -17,8 +17,9 @@ __all__ = ['LOCAL_CORPORA', 'GIB', 'CPU_MEASURED', 'GPU_FLOPS', 'llama_parameter
 # %% ../nbs/11c_budget.ipynb #66f4a275
 GIB = 2 ** 30
 
-def llama_parameters(d: int, layers: int, heads: int, kv_heads: int, d_ff: int, vocab: int, tied: bool = False) -> int:
-    "Parameter count of a Llama-architecture model (attention with grouped KV heads, SwiGLU MLP, RMSNorms)."
+def llama_parameters(d: int, layers: int, heads: int, kv_heads: int, d_ff: int, vocab: int,
+                     tied: bool = False) -> int:
+    "Parameter count of a Llama-architecture model (grouped KV heads, SwiGLU MLP, RMSNorms)."
     kv = d * kv_heads // heads
     per_layer = d * d * 2 + 2 * d * kv + 3 * d * d_ff + 2 * d
     return layers * per_layer + vocab * d * (1 if tied else 2) + d
@@ -29,16 +30,17 @@ def profile_parameters(P: Profile) -> int:
 
 # %% ../nbs/11c_budget.ipynb #bb03607a
 def train_bytes(P: Profile, batch: int, T: int) -> int:
-    "Peak bytes of one training step at length T: fp32 AdamW states, activations (no recomputation), logits."
+    "Peak bytes of one training step at length T: AdamW states, activations (no recompute), logits."
     elem = 2 if P.dtype in ("bfloat16", "float16") else 4
     states = 16 * profile_parameters(P)
     act = P.n_layers * batch * T * (34 * P.d_model + 5 * P.n_heads * T) * elem // 2
     return states + act + 3 * batch * T * P.vocab_size * 4
 
 def forward_bytes(P: Profile, T: int) -> int:
-    "Peak bytes of one forward pass over one sequence of T tokens (one layer's attention scores at a time)."
+    "Peak bytes of a forward pass over T tokens (one layer's attention scores at a time)."
     elem = 2 if P.dtype in ("bfloat16", "float16") else 4
-    return profile_parameters(P) * elem + 2 * P.n_heads * T * T * elem + T * P.vocab_size * 4 + 8 * T * P.d_model * elem
+    weights, scores = profile_parameters(P) * elem, 2 * P.n_heads * T * T * elem
+    return weights + scores + T * P.vocab_size * 4 + 8 * T * P.d_model * elem
 
 def longest_length(P: Profile) -> int:
     "The longest sequence a batch of the profile evaluates: C times the largest factor or target."
@@ -55,7 +57,8 @@ def memory_rows(P: Profile) -> list[dict]:
                  knobs=("C", "pose_targets", "pose_batch_size")),
             dict(what=f"forward pass at {Lt} tokens", bytes=forward_bytes(P, Lt),
                  knobs=("C", "max_factor", "pose_targets", "extreme_target")),
-            dict(what="coverage Monte Carlo", bytes=8 * Lt * 64 + (1 << 24), knobs=("C", "pose_targets"))]
+            dict(what="coverage Monte Carlo", bytes=8 * Lt * 64 + (1 << 24),
+                 knobs=("C", "pose_targets"))]
 
 # %% ../nbs/11c_budget.ipynb #24f72f77
 CPU_MEASURED = dict(tokens_per_s=5418.5, cpu="AMD EPYC, 2 threads, fp32", profile="cpu")
@@ -69,16 +72,18 @@ def flop_rate(P: Profile) -> float:
     "Effective FLOP/s of training on the profile's device (measured on CPU, assumed on GPU)."
     if P.device == "cuda": return GPU_FLOPS
     from posvec_lib.config import get_profile
-    return training_flops_per_token(get_profile(CPU_MEASURED["profile"])) * CPU_MEASURED["tokens_per_s"]
+    per_token = training_flops_per_token(get_profile(CPU_MEASURED["profile"]))
+    return per_token * CPU_MEASURED["tokens_per_s"]
 
 # %% ../nbs/11c_budget.ipynb #3ec1d070
 def zoo_tokens(P: Profile, zoo=None) -> int:
-    "Tokens the zoo entries `zoo` (default: the profile's) train on: the RoPE base from scratch, the rest continually."
+    "Tokens zoo entries `zoo` (default: the profile's) train on: the base from scratch, the rest continually."
     from posvec_lib.train import zoo_recipe
-    return sum(zoo_recipe(P, m)["steps"] for m in (P.zoo if zoo is None else zoo)) * P.batch_size * P.C
+    steps = sum(zoo_recipe(P, m)["steps"] for m in (P.zoo if zoo is None else zoo))
+    return steps * P.batch_size * P.C
 
 def training_seconds(P: Profile, finetunes: int = 0, zoo=None) -> float:
-    "Estimated seconds to train zoo entries `zoo` (default: all) and `finetunes` fine-tunes (PoSE at C)."
+    "Estimated seconds to train zoo entries `zoo` (default: all) and `finetunes` PoSE fine-tunes."
     ft = finetunes * P.pose_steps * P.pose_batch_size * P.C
     return (zoo_tokens(P, zoo) + ft) * training_flops_per_token(P) / flop_rate(P)
 
@@ -100,13 +105,15 @@ def data_problems(P: Profile) -> list[str]:
                                            "C, max_factor, pose_targets, extreme_target")):
         n = longest_document(source, split, P.corpus_max_files)
         if n is not None and n < T:
-            out.append(f"{knob}={source!r}: its longest {split} document has {n} characters, fewer than the {T} "
-                       f"tokens asked for ({knobs}); lower them or give a corpus with longer documents")
+            out.append(f"{knob}={source!r}: its longest {split} document has {n} characters, "
+                       f"fewer than the {T} "
+                       f"tokens asked for ({knobs}); lower them or give a corpus with longer "
+                       "documents")
     return out
 
 # %% ../nbs/11c_budget.ipynb #2bc5aab8
 def available_memory() -> int:
-    "Bytes this machine can still allocate (MemAvailable), or its physical memory where that is not known."
+    "Bytes this machine can still allocate (MemAvailable), or its physical memory."
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -122,21 +129,24 @@ def _pretrained_problem(P: Profile) -> str | None:
     except (ValueError, FileNotFoundError, ConnectionError) as e: return f"pretrained_model: {e}"
     e = PRETRAINED.get(P.pretrained_model)
     if e and P.pretrained_length > e.window:
-        return (f"pretrained_length={P.pretrained_length} is beyond {e.name}'s window of {e.window} tokens; "
+        return (f"pretrained_length={P.pretrained_length} is beyond {e.name}'s window of "
+                f"{e.window} tokens; "
                 f"allowed: ≤ {e.window}")
     return None
 
 # %% ../nbs/11c_budget.ipynb #1d1e2573
-def feasibility(P: Profile, finetunes: int = 0, hours_warn: float = 2.0) -> tuple[list[str], list[str]]:
+def feasibility(P: Profile, finetunes: int = 0, hours_warn: float = 2.0) -> tuple[list, list]:
     "(problems that refuse the profile, warnings) for a run of `P` on this machine."
     problems = data_problems(P) + [p for p in [_pretrained_problem(P)] if p]
     if P.device == "cpu":
         have = available_memory()
         for r in memory_rows(P):
             if r["bytes"] > 0.9 * have:
-                problems.append(f"{r['what']} needs ~{r['bytes'] / GIB:,.1f} GiB and this machine has "
+                problems.append(f"{r['what']} needs ~{r['bytes'] / GIB:,.1f} GiB and this "
+                                f"machine has "
                                 f"{have / GIB:.1f} GiB available; lower {', '.join(r['knobs'])}")
     h = training_seconds(P, finetunes) / 3600
-    warnings = [f"training alone is estimated at ~{h:,.1f} h on this device (zoo + {finetunes} fine-tunes, "
+    warnings = [f"training alone is estimated at ~{h:,.1f} h on this device (zoo + {finetunes} "
+                f"fine-tunes, "
                 f"at {flop_rate(P) / 1e9:,.0f} GFLOP/s)"] if h > hours_warn else []
     return problems, warnings

@@ -15,13 +15,16 @@ __all__ = ['RESULT_KEYS', 'RESULT_TYPES', 'RUN_KEYS', 'RUN_TYPES', 'CLAIM_KEYS',
 
 # %% ../nbs/11b_record.ipynb #df5ab61a
 RESULT_KEYS = ("artifact", "claims", "figures", "tables", "numbers")
-RESULT_TYPES = dict(artifact=str, profile=str, items=list, figures=list, tables=list, claims=list, numbers=dict,
+RESULT_TYPES = dict(artifact=str, profile=str, items=list, figures=list, tables=list, claims=list,
+                    numbers=dict,
                     findings=list, knobs=dict, inputs=dict, volatile=list)
 RUN_KEYS = ("status", "inputs")
-RUN_TYPES = dict(status=str, inputs=str, artifact=str, profile=str, commit=str, started=str, finished=str,
+RUN_TYPES = dict(status=str, inputs=str, artifact=str, profile=str, commit=str, started=str,
+                 finished=str,
                  wall_time_s=(int, float), overrides=dict, timings=dict, error=dict)
 CLAIM_KEYS = ("claim", "verdict", "values")
-CLAIM_TYPES = dict(claim=str, verdict=str, values=dict, source=str, paper=str, threshold=str, kind=str)
+CLAIM_TYPES = dict(claim=str, verdict=str, values=dict, source=str, paper=str, threshold=str,
+                   kind=str)
 
 # %% ../nbs/11b_record.ipynb #3b0bcbf5
 def _fits(v, t) -> bool:
@@ -41,14 +44,16 @@ def type_problem(obj: dict, types: dict, required: tuple = ()) -> str | None:
 
 # %% ../nbs/11b_record.ipynb #d98b9332
 def confined(folder, name) -> Path:
-    "`folder / name` when `name` is a plain relative path resolving inside `folder` (links too); else ValueError."
+    "`folder / name` when `name` is a relative path resolving inside `folder` (links too); else ValueError."
     folder = Path(folder)
     if not isinstance(name, str) or not name.strip() or "\x00" in name:
         raise ValueError(f"{name!r} is not a file name")
     p = Path(name)
-    if p.is_absolute() or ".." in p.parts: raise ValueError(f"{name!r} is not a path inside {folder}")
+    if p.is_absolute() or ".." in p.parts:
+        raise ValueError(f"{name!r} is not a path inside {folder}")
     full = folder / p
-    if not full.resolve().is_relative_to(folder.resolve()): raise ValueError(f"{name!r} leads outside {folder}")
+    if not full.resolve().is_relative_to(folder.resolve()):
+        raise ValueError(f"{name!r} leads outside {folder}")
     return full
 
 # %% ../nbs/11b_record.ipynb #751af2f5
@@ -57,19 +62,22 @@ LISTED_FILES = dict(figures=(".png",), tables=(".csv",))
 def claims_problem(claims: list) -> str | None:
     "What is wrong with a result's claims (each a {claim, verdict, values} record), or None."
     for c in claims:
-        bad = type_problem(c, CLAIM_TYPES, CLAIM_KEYS) if isinstance(c, dict) else "not a JSON object"
-        if not bad and c["verdict"] not in VERDICTS: bad = f"verdict {c['verdict']!r} is not one of {VERDICTS}"
+        bad = (type_problem(c, CLAIM_TYPES, CLAIM_KEYS) if isinstance(c, dict)
+               else "not a JSON object")
+        if not bad and c["verdict"] not in VERDICTS:
+            bad = f"verdict {c['verdict']!r} is not one of {VERDICTS}"
         if bad: return f"a claim is damaged ({bad}): {str(c)[:120]}"
     return None
 
 # %% ../nbs/11b_record.ipynb #72a817a3
 def files_problem(res: dict, folder) -> str | None:
-    "What is wrong with the files a result lists (a name outside `folder`, a wrong kind, a missing file), or None."
+    "What is wrong with the files a result lists (outside `folder`, a wrong kind, missing), or None."
     for key, suffixes in LISTED_FILES.items():
         for name in res[key]:
             try: p = confined(folder, name)
             except ValueError as e: return f"{key!r} lists {e}"
-            if not name.endswith(suffixes): return f"{key!r} lists {name!r}, not a {'/'.join(suffixes)} file"
+            if not name.endswith(suffixes):
+                return f"{key!r} lists {name!r}, not a {'/'.join(suffixes)} file"
             if not p.is_file(): return f"{key!r} lists {name!r}, which is not in {folder}"
     return None
 
@@ -80,7 +88,7 @@ def result_problem(res: dict, folder=None) -> str | None:
 
 # %% ../nbs/11b_record.ipynb #5606cfbe
 def read_record(path, keys: tuple = (), check=None) -> tuple[dict | None, str | None]:
-    "A JSON record and None, or None and what is wrong with it (unreadable, not JSON, lacking `keys`, `check`)."
+    "(record, None), or (None, what is wrong: unreadable, not JSON, lacking `keys`, failing `check`)."
     path = Path(path)
     if not path.exists(): return None, None
     try: obj = json.loads(path.read_text())
