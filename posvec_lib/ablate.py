@@ -105,6 +105,8 @@ def ablate(model, removal: str, positions=None, ref: InputVectors | None = None,
 # %% ../nbs/06a_ablate.ipynb #34484fa7
 def position_sets(C: int, n_initial: int = 5) -> dict[str, range]:
     "Paper A Table 2's position sets at context window C: initial tokens 0–4 and later tokens (32–256 at C ≥ 2048, else C/8–C/4)."
+    if isinstance(C, bool) or not isinstance(C, int) or C < 4:
+        raise ValueError(f"C={C!r}; allowed: an integer ≥ 4 (the context window)")
     if isinstance(n_initial, bool) or not isinstance(n_initial, int) or n_initial < 1:
         raise ValueError(f"n_initial={n_initial!r}; allowed: an integer ≥ 1 (the initial set is tokens 0..n_initial-1)")
     lo, hi = (32, 256) if C >= 2048 else (max(C // 8, n_initial + 1), max(C // 4, n_initial + 1))

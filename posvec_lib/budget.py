@@ -10,9 +10,9 @@ from .config import Profile
 LOCAL_CORPORA = ("stdlib", "stdlib-tests")        # built by `data.load_corpus` from this Python
 
 # %% auto #0
-__all__ = ['LOCAL_CORPORA', 'GIB', 'CPU_MEASURED', 'GPU_FLOPS', 'llama_parameters', 'profile_parameters', 'train_bytes',
-           'forward_bytes', 'longest_length', 'memory_rows', 'training_flops_per_token', 'flop_rate', 'zoo_tokens',
-           'training_seconds', 'longest_document', 'data_problems', 'available_memory', 'feasibility']
+__all__ = ['LOCAL_CORPORA', 'GIB', 'CPU_MEASURED', 'GPU_FLOPS', 'MC_SECONDS', 'llama_parameters', 'profile_parameters',
+           'train_bytes', 'forward_bytes', 'longest_length', 'memory_rows', 'training_flops_per_token', 'flop_rate',
+           'zoo_tokens', 'training_seconds', 'longest_document', 'data_problems', 'available_memory', 'feasibility']
 
 # %% ../nbs/11c_budget.ipynb #66f4a275
 GIB = 2 ** 30
@@ -58,11 +58,14 @@ def memory_rows(P: Profile) -> list[dict]:
             dict(what=f"forward pass at {Lt} tokens", bytes=forward_bytes(P, Lt),
                  knobs=("C", "max_factor", "pose_targets", "extreme_target")),
             dict(what="coverage Monte Carlo", bytes=8 * Lt * 64 + (1 << 24),
-                 knobs=("C", "pose_targets"))]
+                 knobs=("C", "pose_targets")),
+            dict(what=f"{P.n_samples} sample windows at {P.max_factor}·C", knobs=("n_samples", "C", "max_factor"),
+                 bytes=8 * P.n_samples * P.C * P.max_factor)]
 
 # %% ../nbs/11c_budget.ipynb #24f72f77
 CPU_MEASURED = dict(tokens_per_s=5418.5, cpu="AMD EPYC, 2 threads, fp32", profile="cpu")
 GPU_FLOPS = 312e12 * 0.40
+MC_SECONDS = 1.4e-7      # per iteration and position of pose.coverage_probability, measured on the AMD EPYC
 
 def training_flops_per_token(P: Profile, T: int | None = None) -> float:
     "Forward + backward FLOPs per token at length T (6N plus attention's 12·L·d·T)."
@@ -145,8 +148,11 @@ def feasibility(P: Profile, finetunes: int = 0, hours_warn: float = 2.0) -> tupl
                 problems.append(f"{r['what']} needs ~{r['bytes'] / GIB:,.1f} GiB and this "
                                 f"machine has "
                                 f"{have / GIB:.1f} GiB available; lower {', '.join(r['knobs'])}")
+    mc = P.mc_iterations * longest_length(P) * MC_SECONDS / 3600
     h = training_seconds(P, finetunes) / 3600
     warnings = [f"training alone is estimated at ~{h:,.1f} h on this device (zoo + {finetunes} "
-                f"fine-tunes, "
-                f"at {flop_rate(P) / 1e9:,.0f} GFLOP/s)"] if h > hours_warn else []
+                f"fine-tunes, at {flop_rate(P) / 1e9:,.0f} GFLOP/s)"] if h > hours_warn else []
+    if mc > hours_warn:
+        warnings.append(f"one coverage Monte Carlo of mc_iterations={P.mc_iterations} at {longest_length(P)} "
+                        f"positions is estimated at ~{mc:,.1f} h")
     return problems, warnings

@@ -156,6 +156,11 @@ class TokenizedDocs:
     ids: np.ndarray        # [total_tokens] int32
     offsets: np.ndarray    # [n_docs + 1]
     bos_id: int
+    def __post_init__(self):
+        o = np.asarray(self.offsets)
+        if o.ndim != 1 or len(o) < 1 or o[0] != 0 or o[-1] != len(self.ids) or (np.diff(o) < 0).any():
+            raise ValueError(f"offsets must rise from 0 to len(ids)={len(self.ids)}; got {o[:5].tolist()}…"
+                             f"{o[-1:].tolist()}")
     def __len__(self): return len(self.offsets) - 1
     def doc(self, i) -> np.ndarray: return self.ids[self.offsets[i]:self.offsets[i + 1]]
     @property
@@ -193,6 +198,10 @@ def _window_args(docs: TokenizedDocs, length, n, bos: bool, what: str):
     for name, v, lo in (("length", length, 1 + int(bool(bos))), ("n", n, 1)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise ValueError(f"{what}: {name}={v!r}; allowed: an integer ≥ {lo}")
+    from posvec_lib.budget import available_memory, GIB
+    if 8 * n * length > 0.9 * available_memory():
+        raise ValueError(f"{what}: n={n} windows of {length} tokens need ~{8 * n * length / GIB:,.1f} GiB and "
+                         f"this machine has {available_memory() / GIB:.1f} GiB available; lower n or length")
     if bos and docs.bos_id is None:
         raise ValueError(f"{what}: bos=True but these documents have no BOS id (the tokenizer adds none); "
                          "pass bos=False")

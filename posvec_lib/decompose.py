@@ -95,6 +95,10 @@ def anchor_ratio(pv: PositionalVectors, n_initial: int = 4, bos: bool = True,
     (p_t − c)·(p′_t − c′), whose sampling noise has mean zero: the plain distance adds the noise of a mean of n samples to
     every position, which inflates the later positions' small spread far more than the anchors' large distance, so the
     plain ratio is biased low at small n (shown below)."""
+    T = pv.p.shape[1]
+    if isinstance(n_initial, bool) or not isinstance(n_initial, int) or not 1 + bos <= n_initial <= T - 2:
+        raise ValueError(f"n_initial={n_initial!r}; allowed: an integer from {1 + bos} to {T - 2} "
+                         f"(initial positions {int(bos)}..n_initial-1, at least two later ones of T={T})")
     def dev(x): return x.p - x.p[:, n_initial:].mean(1, keepdim=True)    # [L, T, d] deviation from the later centroid
     if replicate is None: dist = dev(pv).norm(dim=-1)                   # [L, T]
     else:

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 from .train import token_nll
-from .trace import as_token_batch
+from .trace import as_token_batch, _in_vocabulary
 
 # %% auto #0
 __all__ = ['ppl_by_position', 'matched_ppl', 'sliding_windows', 'suffix_logits', 'sliding_window_ppl', 'truncate_ppl',
@@ -99,6 +99,8 @@ def sliding_window_ppl(model, docs: list, L: int, S: int, bos_id: int, progress:
     model.eval(); dev = next(model.parameters()).device
     if max_tokens < 1: raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
     _check_docs(docs, "sliding_window_ppl")
+    ids = [torch.as_tensor(d).reshape(-1).long() for d in docs] + [torch.tensor([int(bos_id)])]
+    _in_vocabulary(torch.cat(ids), model, "docs (with bos_id)")
     wins = [(d, w) for d in range(len(docs)) for w in sliding_windows(len(docs[d]), L, S)]
     if not wins: raise ValueError(f"the {len(docs)} document(s) hold no tokens to score; allowed: at least one non-empty document")
     groups = {}

@@ -388,8 +388,14 @@ def check_inspect_args(a) -> dict:
     need(a.dtype in ("float32", "bfloat16", "float16"),
          f"--dtype {a.dtype!r}; allowed: float32, bfloat16, float16")
     need(a.threads >= 0, f"--threads {a.threads}; allowed: 0 (default) or a positive integer")
+    if a.text is not None and Path(a.text).is_dir():
+        raise ValueError(f"--text {a.text!r} is a folder; give a text file")
     if a.text is not None and not Path(a.text).is_file():
         raise FileNotFoundError(f"--text {a.text!r} does not exist")
+    from posvec_lib.budget import available_memory, GIB
+    need(8 * a.samples * a.length < 0.5 * available_memory(),
+         f"--samples {a.samples} × --length {a.length} need ~{8 * a.samples * a.length / GIB:,.1f} GiB of "
+         f"token ids alone; this machine has {available_memory() / GIB:.1f} GiB available")
     try: layers = [int(x) for x in a.layers.split(",")] if a.layers else None
     except ValueError:
         raise ValueError(f"--layers {a.layers!r}; allowed: comma-separated 0-based layer numbers"

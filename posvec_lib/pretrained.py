@@ -4,7 +4,7 @@
 
 # %% ../nbs/02b_pretrained.ipynb #24f1f00c
 from __future__ import annotations
-import functools, hashlib, importlib.metadata, json, os, re
+import functools, hashlib, importlib.metadata, json, os, pickle, re
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
@@ -278,8 +278,11 @@ def _model_at(located: tuple, variant, attn: str, dtype, device):
     if variant is not None: apply_variant(cfg, variant, attn)
     elif cfg.model_type not in LLAMA_FAMILY: attn = family_attention(cfg, attn)   # their kernels
     elif getattr(cfg, "posvec_variant", None) is None: cfg._attn_implementation = attn
-    model = AutoModelForCausalLM.from_pretrained(where, config=cfg, dtype=dt, attn_implementation=attn,
-                                                 trust_remote_code=False, **kw).eval()
+    try: model = AutoModelForCausalLM.from_pretrained(where, config=cfg, dtype=dt, attn_implementation=attn,
+                                                      trust_remote_code=False, **kw).eval()
+    except pickle.UnpicklingError as e:                 # torch's weights_only refused a pickle with code in it
+        raise ValueError(f"{where}: its weights are a pickle that torch refuses to load safely "
+                         f"({str(e).splitlines()[0][:80]}); give safetensors weights") from None
     return model.to(device) if device is not None else model
 
 # %% ../nbs/02b_pretrained.ipynb #39afece4

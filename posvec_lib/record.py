@@ -9,9 +9,9 @@ from pathlib import Path
 from .config import VERDICTS
 
 # %% auto #0
-__all__ = ['RESULT_KEYS', 'RESULT_TYPES', 'RUN_KEYS', 'RUN_TYPES', 'CLAIM_KEYS', 'CLAIM_TYPES', 'LISTED_FILES', 'type_problem',
-           'confined', 'claims_problem', 'files_problem', 'result_problem', 'read_record', 'read_result', 'run_problem',
-           'read_run']
+__all__ = ['RESULT_KEYS', 'RESULT_TYPES', 'RUN_KEYS', 'RUN_TYPES', 'CLAIM_KEYS', 'CLAIM_TYPES', 'LISTED_FILES', 'LIST_OF_TEXT',
+           'type_problem', 'confined', 'claims_problem', 'nested_problem', 'files_problem', 'result_problem',
+           'read_record', 'read_result', 'run_problem', 'read_run']
 
 # %% ../nbs/11b_record.ipynb #df5ab61a
 RESULT_KEYS = ("artifact", "claims", "figures", "tables", "numbers")
@@ -58,6 +58,7 @@ def confined(folder, name) -> Path:
 
 # %% ../nbs/11b_record.ipynb #751af2f5
 LISTED_FILES = dict(figures=(".png",), tables=(".csv",))
+LIST_OF_TEXT = ("items", "figures", "tables", "findings", "volatile")
 
 def claims_problem(claims: list) -> str | None:
     "What is wrong with a result's claims (each a {claim, verdict, values} record), or None."
@@ -69,28 +70,51 @@ def claims_problem(claims: list) -> str | None:
         if bad: return f"a claim is damaged ({bad}): {str(c)[:120]}"
     return None
 
+def nested_problem(res: dict) -> str | None:
+    "What is wrong inside a result's lists of text and its inputs (kind -> name -> info), or None."
+    for key in LIST_OF_TEXT:
+        bad = [x for x in res.get(key, []) if not isinstance(x, str)]
+        if bad: return f"{key!r} holds {str(bad[0])[:40]!r}, not text"
+    for kind, entries in res.get("inputs", {}).items():
+        if not isinstance(entries, dict) or not all(isinstance(v, dict) for v in entries.values()):
+            return f"inputs[{kind!r}] is not a mapping of names to records"
+    return None
+
 # %% ../nbs/11b_record.ipynb #72a817a3
+def _regular(folder, name: str) -> Path:
+    "A confined path that is a regular file (not a folder, a pipe or a link leading out); else ValueError."
+    p = confined(folder, name)
+    if p.exists() and not p.is_file(): raise ValueError(f"{name!r} is not a regular file")
+    return p
+
 def files_problem(res: dict, folder) -> str | None:
     "What is wrong with the files a result lists (outside `folder`, a wrong kind, missing), or None."
     for key, suffixes in LISTED_FILES.items():
         for name in res[key]:
-            try: p = confined(folder, name)
+            try: p = _regular(folder, name)
             except ValueError as e: return f"{key!r} lists {e}"
             if not name.endswith(suffixes):
                 return f"{key!r} lists {name!r}, not a {'/'.join(suffixes)} file"
             if not p.is_file(): return f"{key!r} lists {name!r}, which is not in {folder}"
+            md = Path(folder) / (name[:-len(".csv")] + ".md")    # a table's Markdown, read by the report
+            if key == "tables" and (md.is_symlink() or md.exists()):
+                try: _regular(folder, md.name)
+                except ValueError as e: return f"the Markdown of {name!r}: {e}"
     return None
 
 def result_problem(res: dict, folder=None) -> str | None:
     "What is wrong with a result record (keys, types, claims; with `folder`, its files), or None."
-    return (type_problem(res, RESULT_TYPES, RESULT_KEYS) or claims_problem(res["claims"])
+    return (type_problem(res, RESULT_TYPES, RESULT_KEYS) or nested_problem(res)
+            or claims_problem(res["claims"])
             or (files_problem(res, folder) if folder is not None else None))
 
 # %% ../nbs/11b_record.ipynb #5606cfbe
 def read_record(path, keys: tuple = (), check=None) -> tuple[dict | None, str | None]:
-    "(record, None), or (None, what is wrong: unreadable, not JSON, lacking `keys`, failing `check`)."
+    "(record, None), or (None, what is wrong: not a file, unreadable, not JSON, lacking `keys`, `check`)."
     path = Path(path)
-    if not path.exists(): return None, None
+    if not path.exists() and not path.is_symlink(): return None, None
+    if path.is_symlink() or not path.is_file():               # a pipe would hang the reader
+        return None, f"{path} is damaged: not a regular file (a link, a folder or a pipe)"
     try: obj = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError) as e: return None, f"{path} is unreadable ({e})"
     except ValueError as e: return None, f"{path} is damaged: not valid JSON ({e})"
@@ -100,12 +124,20 @@ def read_record(path, keys: tuple = (), check=None) -> tuple[dict | None, str | 
 
 # %% ../nbs/11b_record.ipynb #3e1dda2e
 def read_result(folder) -> tuple[dict | None, str | None]:
-    "The result record of an artifact folder, checked against the schema and its listed files."
+    "The result record of an artifact folder (a folder of its own, not a link), checked with its files."
+    if Path(folder).is_symlink(): return None, f"{folder} is damaged: a link, not a folder of its own"
     return read_record(Path(folder) / "result.json", check=lambda r: result_problem(r, folder))
 
 def run_problem(run: dict) -> str | None:
     "What is wrong with a run record (the runner's, or a failure record under runs/), or None."
-    return type_problem(run, RUN_TYPES, RUN_KEYS)
+    bad = type_problem(run, RUN_TYPES, RUN_KEYS)
+    if bad: return bad
+    w = run.get("wall_time_s", 0)
+    if not (0 <= w < float("inf")): return f"'wall_time_s' is {w!r}, not a time in seconds"
+    e = run.get("error")
+    if e is not None and not all(isinstance(e.get(k), str) for k in ("type", "message")):
+        return f"'error' is {str(e)[:60]!r}, not a {{type, message}} record"
+    return None
 
 def read_run(path) -> tuple[dict | None, str | None]:
     "A run record (run.json, or a failure record), checked against its schema."

@@ -4,7 +4,7 @@
 
 # %% ../nbs/11a_report.ipynb #980156fd
 from __future__ import annotations
-import json, math, os, re, time
+import html, json, math, os, re, time
 from pathlib import Path
 from .record import read_result, read_run, confined
 from .config import Profile, get_profile, figures_dir, project_root, write_json, atomic_write, ZOO_VARIANTS, VERDICTS, disk_errors
@@ -414,6 +414,9 @@ def _table_html(path: Path) -> tuple[str, int]:
     try: df = pd.read_csv(path)
     except pd.errors.EmptyDataError:
         return "<p><i>(empty table: nothing measured for it in this profile)</i></p>", 0
+    except (UnicodeDecodeError, pd.errors.ParserError) as e:
+        why = html.escape(f"{path.name} is not a readable CSV table ({str(e)[:100]})")
+        return f"<p class=error>{why}</p>", 0
     return df.to_html(index=False, na_rep="", border=0, float_format=lambda x: f"{x:.4g}"), len(df)
 
 def _png_size(path: Path) -> tuple[int, int] | None:

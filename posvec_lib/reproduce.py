@@ -173,6 +173,14 @@ def _folder_problem(d: Path) -> str | None:
     "A file where an artifact's folder belongs, named."
     return f"{d} is a file where the artifact's folder belongs" if d.exists() and not d.is_dir() else None
 
+def _owner_problem(d: Path, art: Artifact, profile: Profile, *records) -> str | None:
+    "A record that names another artifact or profile than the folder it sits in."
+    for rec, f in zip(records, ("result.json", "run.json")):
+        for key, want in (("artifact", art.name), ("profile", profile.name)):
+            if rec and rec.get(key, want) != want:
+                return f"{d / f} is damaged: it says {key} {rec[key]!r}, the folder is {want!r}'s"
+    return None
+
 def status(art: Artifact, profile: Profile) -> dict:
     """Status: 'done' (current), 'stale' (inputs changed), 'unrecorded', 'damaged', 'failed' or 'missing'; never raises.
     `here`: this machine computed the current result (False for a fresh clone's committed results)."""
@@ -182,7 +190,7 @@ def status(art: Artifact, profile: Profile) -> dict:
     run, run_bad = read_run(d / "run.json")
     res, res_bad = read_result(d)                        # schema, claims, and every listed file inside the folder
     fail, _ = read_run(failure_path(art, profile))       # a damaged failure record is no failure
-    problem = _folder_problem(d) or run_bad or res_bad
+    problem = _folder_problem(d) or run_bad or res_bad or _owner_problem(d, art, profile, res, run)
     if problem: st, run, res = "damaged", None, None
     elif res and run:
         if run["status"] == "ok": st = "done" if run["inputs"] == inputs_hash(art, profile) else "stale"
@@ -482,8 +490,8 @@ def _eta(rows) -> str:
     s = f"~{sum(known) / 60:.0f} min" if known else "unknown"
     return s + (f" + {unknown} artifact(s) never timed" if unknown and known else "")
 
-def print_plan(P: Profile, rows: list[dict]):
-    "The dry run: one line per artifact (run or skip, why, its last recorded wall time) and the estimated total."
+def print_plan(P: Profile, rows: list[dict], problems=(), warnings=()):
+    "The dry run: one line per artifact (run or skip, why, its recorded wall time), the total, and refusals."
     print(f"posvec reproduce --profile {P.name} --dry-run: results in figures/{P.results_name}/")
     for r in rows:
         t = f"{r['recorded_s'] / 60:5.1f} min" if r["recorded_s"] else "    ?    "
@@ -492,9 +500,8 @@ def print_plan(P: Profile, rows: list[dict]):
     print(f"{n} of {len(rows)} would run; estimated {_eta(rows)} from the wall times their last runs recorded "
           "(run.json, with warm caches)")
     if n: print(f"  and {_training_note(P)}")
-    problems, warnings = feasibility(P, len(_finetune_runs(P)))
     for w in warnings: print(f"  note: {w}")
-    for p in problems: print(f"  refused: {p}")
+    if problems: print(f"the batch would be refused, so nothing would run: {'; '.join(problems)}")
 
 # %% ../nbs/11_reproduce.ipynb #c856759d
 def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False, overrides: dict | None = None,
@@ -506,8 +513,10 @@ def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False, ov
     P = get_profile(profile, **(overrides or {})) if isinstance(profile, str) else profile
     arts = select(only)
     if dry_run:
-        rows = plan(P, arts, force, trust_committed); print_plan(P, rows)
-        return dict(profile=P.name, results=P.results_name, plan=rows, ok=[], failed=[], skipped=[r["artifact"] for r in rows if not r["run"]])
+        rows, (problems, warnings) = plan(P, arts, force, trust_committed), feasibility(P, len(_finetune_runs(P)))
+        print_plan(P, rows, problems, warnings)
+        return dict(profile=P.name, results=P.results_name, plan=rows, ok=[], failed=[], refused=problems,
+                    skipped=[r["artifact"] for r in rows if not r["run"]])
     Q = preflight(P, allow_no_gpu)
     if Q.device != P.device: P, overrides = Q, {**(overrides or {}), "device": Q.device}   # --allow-no-gpu: the notebooks see it too
     problems, warnings = feasibility(P, len(_finetune_runs(P)))          # the profile as a whole, before anything is written
@@ -642,7 +651,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.cmd == "reproduce":
             s = reproduce(P, a.only, a.force, P.overrides(), allow_no_gpu=a.allow_no_gpu, wait=a.wait,
                           trust_committed=a.trust_committed, dry_run=a.dry_run)
-            return 1 if s["failed"] else 0
+            return 2 if s.get("refused") else 1 if s["failed"] else 0
         if a.cmd == "list":
             L = list_artifacts(P)
             if a.json: print(json.dumps(L, indent=1))

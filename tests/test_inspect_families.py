@@ -110,3 +110,23 @@ def test_window_too_small_for_a_sink(tmp_path, text_file, capsys, one_thread):
     s = json.loads(so)
     assert s["strongest_sink"]["sink_x_uniform"] is None and s["sliding_windows"] == [4, 4]
     assert "puts n/a of its attention" in (tmp_path / "out" / "inspect.md").read_text()
+
+
+def test_inspect_refuses_sizes_and_kinds_before_loading(tmp_path, text_file, capsys):
+    "Sizes the machine cannot hold and a folder given as --text are refused before the model loads."
+    rc, so, se = _posvec(capsys, "tiny-local", "--samples", "100000000", "--length", "32")
+    assert rc == 2 and "of token ids alone; this machine has" in se, se
+    rc, so, se = _posvec(capsys, "tiny-local", "--text", str(tmp_path))
+    assert rc == 2 and "is a folder; give a text file" in se, se
+
+
+def test_pickled_weights_with_code_are_refused_in_one_line(tmp_path, capsys):
+    "A pytorch_model.bin whose pickle would run code: torch refuses it, and posvec says so in one line."
+    import pickle
+    d = _folder(tmp_path, "llama"); (d / "model.safetensors").unlink()
+    class Evil:
+        def __reduce__(self): return (open, (str(tmp_path / "PWNED"), "w"))
+    (d / "pytorch_model.bin").write_bytes(pickle.dumps(Evil()))
+    rc, so, se = _posvec(capsys, str(d), "--length", "32", "--samples", "4", "--baseline-seeds", "0")
+    assert rc == 2 and "a pickle that torch refuses to load safely" in se and se.count("\n") == 1, se
+    assert not (tmp_path / "PWNED").exists()

@@ -154,3 +154,44 @@ def test_restored_switch_refuses_to_be_used_again(model, x):
     with pytest.raises(RuntimeError, match="was restored and does not apply itself again"):
         with sw: pass
     assert not active_extensions(model) and sw.restore() is model
+
+
+def test_sliding_window_ppl_checks_the_vocabulary(model):
+    from posvec_lib.evaluate import sliding_window_ppl
+    with pytest.raises(ValueError, match=re.escape("outside the model's vocabulary; allowed: 0..100")):
+        sliding_window_ppl(model, [[500] * 40], 16, 8, 1, progress=False)
+    with pytest.raises(ValueError, match="holds token id 1000"):
+        sliding_window_ppl(model, [[5] * 40], 16, 8, 1000, progress=False)
+
+
+@pytest.mark.parametrize("n_initial", [0, -2, 100, 2.0])
+def test_anchor_ratio_initial_count_checked(model, x, n_initial):
+    "n_initial of 0 or beyond T gave NaN, a negative one meaningless numbers."
+    from posvec_lib.decompose import anchor_ratio
+    pv = positional_vectors(model, x, progress=False)
+    with pytest.raises(ValueError, match=re.escape(f"n_initial={n_initial!r}; allowed: an integer from 2 to {T - 2}")):
+        anchor_ratio(pv, n_initial)
+
+
+def test_position_ids_of_another_shape_refused(model, x):
+    from posvec_lib.train import token_nll
+    with pytest.raises(ValueError, match=re.escape("position_ids of shape (5,); allowed: the shape of ids")):
+        token_nll(model, x, position_ids=torch.arange(5))
+
+
+def test_position_sets_need_an_integer_window():
+    from posvec_lib.ablate import position_sets
+    with pytest.raises(ValueError, match=re.escape("C='32'; allowed: an integer ≥ 4")): position_sets("32")
+
+
+def test_documents_with_broken_offsets_refused():
+    from posvec_lib.data import TokenizedDocs
+    for offsets in ([0, 300], [0, 10, 5, 200], [1, 200]):
+        with pytest.raises(ValueError, match="offsets must rise from 0 to len"):
+            TokenizedDocs(np.arange(200, dtype=np.int32), np.array(offsets), 0)
+
+
+def test_sample_windows_beyond_memory_refused():
+    from posvec_lib.data import TokenizedDocs, fixed_length_samples
+    docs = TokenizedDocs(np.arange(200, dtype=np.int32), np.array([0, 200]), 0)
+    with pytest.raises(ValueError, match="windows of 32 tokens need ~"): fixed_length_samples(docs, 32, 10**11)

@@ -507,3 +507,78 @@ def test_dry_run_counts_what_the_caches_lack(home, cli, monkeypatch, tmp_path):
 def test_hours_of_training_are_announced(home, cli):
     rc, out, err = cli("reproduce", "--profile", "smoke", "--only", FAST, "--dry-run", "--set", "train_steps=30000000")
     assert rc == 0 and "note: training alone is estimated at ~" in out, out + err
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 9. Cases of the second tester's round: links, pipes and nested types in records; owners; refusals in the dry run
+
+def test_record_that_is_a_link_is_damaged(home, cli, tmp_path):
+    "A result.json linked to a file outside its folder (or an artifact folder that is a link) is never read."
+    d = home / "figures" / "smoke" / FAST
+    outside = tmp_path / "outside"; shutil.copytree(d, outside)
+    res = json.loads((outside / "result.json").read_text()); res["findings"] = ["OUTSIDE-MARKER"]
+    (outside / "result.json").write_text(json.dumps(res))
+    (d / "result.json").unlink(); (d / "result.json").symlink_to(outside / "result.json")
+    assert "not a regular file" in listing(cli)[FAST]["problem"]
+    shutil.rmtree(d); d.symlink_to(outside)
+    assert "a link, not a folder of its own" in listing(cli)[FAST]["problem"]
+    assert cli("report", "--profile", "smoke")[0] == 0
+    assert "OUTSIDE-MARKER" not in (home / "figures" / "smoke" / "REPORT.md").read_text()
+
+
+def test_record_that_is_a_pipe_does_not_hang(home, cli):
+    f = home / "figures" / "smoke" / FAST / "result.json"
+    f.unlink(); os.mkfifo(f)
+    assert "not a regular file" in listing(cli)[FAST]["problem"]
+
+
+@pytest.mark.parametrize("which,changes,needle", [
+    ("result.json", dict(inputs={"zoo": [1, 2]}), "inputs['zoo'] is not a mapping"),
+    ("result.json", dict(volatile=[5]), "'volatile' holds '5', not text"),
+    ("result.json", dict(findings=[{"a": 1}]), "'findings' holds"),
+    ("result.json", dict(artifact="B_chunks"), "it says artifact 'B_chunks', the folder is 'pose_coverage'"),
+    ("result.json", dict(profile="paper"), "it says profile 'paper'"),
+    ("run.json", dict(wall_time_s=float("nan")), "'wall_time_s' is nan"),
+    ("run.json", dict(wall_time_s=-1e308), "not a time in seconds"),
+])
+def test_record_with_wrong_contents_is_damaged(home, cli, which, changes, needle):
+    edit_record(home, which, **changes)
+    a = listing(cli)[FAST]
+    assert a["status"] == "damaged" and needle in a["problem"], a
+    assert cli("report", "--profile", "smoke")[0] == 0
+
+
+@pytest.mark.parametrize("error", [{"message": "boom"}, {"type": "E", "message": 5}, "boom"])
+def test_failure_record_with_a_bad_error_is_ignored(home, cli, error):
+    (home / "runs" / "smoke" / f"{FAST}.failed.json").write_text(json.dumps(
+        dict(status="failed", inputs="x", finished="2099-01-01 00:00:00", error=error)))
+    assert cli("report", "--profile", "smoke")[0] == 0
+
+
+def test_table_markdown_of_the_wrong_kind_is_damaged(home, cli):
+    d = home / "figures" / "smoke" / FAST
+    t = json.loads((d / "result.json").read_text())["tables"][0]
+    md = d / (t[:-4] + ".md"); md.unlink(); md.symlink_to("/etc/hostname")
+    assert "leads outside" in listing(cli)[FAST]["problem"]
+    md.unlink(); md.mkdir()
+    assert "is not a regular file" in listing(cli)[FAST]["problem"]
+    assert cli("report", "--profile", "smoke")[0] == 0
+
+
+def test_unreadable_table_does_not_stop_the_report(home, cli):
+    d = home / "figures" / "smoke" / FAST
+    t = json.loads((d / "result.json").read_text())["tables"][0]
+    (d / t).write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff\xfe")
+    assert cli("report", "--profile", "smoke")[0] == 0
+    assert "is not a readable CSV table" in (home / "figures" / "smoke" / "REPORT.html").read_text()
+
+
+def test_dry_run_that_would_be_refused_says_so(home, cli):
+    rc, out, err = cli("reproduce", "--profile", "smoke", "--only", FAST, "--dry-run", "--set", "C=100000")
+    assert rc == 2 and "the batch would be refused, so nothing would run" in out, out + err
+
+
+def test_posvec_home_that_is_no_clone_is_named(cli, monkeypatch, tmp_path):
+    monkeypatch.setenv("POSVEC_HOME", str(tmp_path / "nowhere"))
+    rc, out, err = cli("list", "--profile", "smoke")
+    assert rc == 2 and "is not a clone of the posvec repository" in err, (out, err)
