@@ -127,20 +127,33 @@ def available_memory() -> int:
 def _pretrained_problem(P: Profile) -> str | None:
     "A pretrained model the profile measures that cannot be found, or a length beyond its window."
     if not P.pretrained_model: return None
-    from posvec_lib.pretrained import model_source, PRETRAINED
-    try: model_source(P.pretrained_model)
-    except (ValueError, FileNotFoundError, ConnectionError) as e: return f"pretrained_model: {e}"
-    e = PRETRAINED.get(P.pretrained_model)
-    if e and P.pretrained_length > e.window:
-        return (f"pretrained_length={P.pretrained_length} is beyond {e.name}'s window of "
-                f"{e.window} tokens; "
-                f"allowed: ≤ {e.window}")
+    from posvec_lib.pretrained import load_config
+    try: cfg, _ = load_config(P.pretrained_model)         # files checked, no weights read, no own code run
+    except (ValueError, FileNotFoundError, ConnectionError, OSError) as e: return f"pretrained_model: {e}"
+    window = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
+    if window and P.pretrained_length > window:
+        return (f"pretrained_length={P.pretrained_length} is beyond {P.pretrained_model}'s window of "
+                f"{window} tokens; allowed: ≤ {window}")
+    heads, T = getattr(cfg, "num_attention_heads", 1), max(P.pretrained_passkey_lengths or (0,))
+    if P.device == "cpu" and 8 * heads * T * T > 0.9 * available_memory():
+        return (f"pretrained_passkey_lengths: a passkey prompt of {T} tokens needs ~"
+                f"{8 * heads * T * T / GIB:,.0f} GiB of attention scores; this machine has "
+                f"{available_memory() / GIB:.1f} GiB available")
+    return None
+
+def _base_problem(P: Profile) -> str | None:
+    "A local base model the profile continues from that cannot be read."
+    from pathlib import Path
+    if not P.base_model or not Path(P.base_model).expanduser().exists(): return None
+    from posvec_lib.pretrained import load_config
+    try: load_config(P.base_model)
+    except (ValueError, FileNotFoundError, OSError) as e: return f"base_model: {e}"
     return None
 
 # %% ../nbs/11c_budget.ipynb #1d1e2573
 def feasibility(P: Profile, finetunes: int = 0, hours_warn: float = 2.0) -> tuple[list, list]:
     "(problems that refuse the profile, warnings) for a run of `P` on this machine."
-    problems = data_problems(P) + [p for p in [_pretrained_problem(P)] if p]
+    problems = data_problems(P) + [p for p in (_pretrained_problem(P), _base_problem(P)) if p]
     if P.device == "cpu":
         have = available_memory()
         for r in memory_rows(P):

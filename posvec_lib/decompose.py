@@ -67,6 +67,8 @@ def positional_vectors(model, samples: torch.Tensor, batch_size: int = 16, progr
             body(input_ids=x, attention_mask=torch.ones_like(x))
     n = len(samples)
     p = (s1 / n).cpu()
+    if not torch.isfinite(p).all():
+        raise ValueError("the model's hidden states are not finite (NaN or inf): check its weights and dtype")
     g2 = (sq / n).cpu().mean(-1) - (p.mean(1) ** 2).sum(-1)          # E|h|^2 - |u|^2 per layer
     return PositionalVectors(p, n, g2)
 

@@ -239,6 +239,10 @@ EXTENSIONS: dict[str, Callable] = {
 def extend(model, method: str, **setting) -> Extension:
     "Apply extension `method` (a key of EXTENSIONS) with its setting; unknown names raise with the allowed ones."
     if method not in EXTENSIONS: raise ValueError(f"unknown extension method {method!r}; allowed: {list(EXTENSIONS)}")
+    import inspect
+    allowed = [p for p in inspect.signature(EXTENSIONS[method]).parameters if p != "model"]
+    unknown = sorted(set(setting) - set(allowed))
+    if unknown: raise ValueError(f"unknown setting(s) {unknown} for {method!r}; allowed: {allowed}")
     return EXTENSIONS[method](model, **setting)
 
 # %% ../nbs/07_extend.ipynb #9c8c2f53

@@ -54,6 +54,8 @@ class FinetuneSpec:
         check_choice("interpolation", self.interpolation, INTERPOLATIONS)
         check_choice("content", self.content, CONTENTS); check_choice("anchor", self.anchor, ANCHORS)
         check_choice("offsets", self.offsets, OFFSETS)
+        if isinstance(self.n_chunks, bool) or not isinstance(self.n_chunks, int) or self.n_chunks < 1:
+            raise ValueError(f"n_chunks={self.n_chunks!r}; allowed: an integer ≥ 1")
         if not (isinstance(self.target, int) and self.target >= 2):
             raise ValueError(f"target s={self.target!r} must be an int ≥ 2 (Lt = s·C)")
         if self.steps is not None and self.steps < 1: raise ValueError(f"steps={self.steps} must be ≥ 1 (or None)")

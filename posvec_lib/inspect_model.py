@@ -388,6 +388,9 @@ def check_inspect_args(a) -> dict:
     need(a.dtype in ("float32", "bfloat16", "float16"),
          f"--dtype {a.dtype!r}; allowed: float32, bfloat16, float16")
     need(a.threads >= 0, f"--threads {a.threads}; allowed: 0 (default) or a positive integer")
+    if a.out is not None:
+        from posvec_lib.config import writable
+        writable(a.out)                                   # a folder that takes no file: named now, not after the work
     if a.text is not None and Path(a.text).is_dir():
         raise ValueError(f"--text {a.text!r} is a folder; give a text file")
     if a.text is not None and not Path(a.text).is_file():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv, json, re, time
 from pathlib import Path
 from .config import Profile, get_profile, project_root
-from .budget import llama_parameters
+from .budget import llama_parameters, memory_rows, GIB
 from .reproduce import _finetune_runs
 
 # %% auto #0
@@ -130,6 +130,9 @@ def profile_plan(P: Profile, recorded: str = "cpu", code_path: bool = False) -> 
     checks.append(("fine-tune runs", f"{len(runs)} requested by the notebooks (recorded by figures/{recorded}/)" if runs
                    else f"none recorded: run the {recorded} profile first to list them"))
     checks.append(("DeepSpeed", _deepspeed_check(P)))
+    big = [f"{r['what']} ~{r['bytes'] / GIB:,.0f} GiB" for r in memory_rows(P) if r["bytes"] > 64 * GIB]
+    checks.append(("sizes", "every allocation of one process ≤ 64 GiB" if not big
+                   else f"larger than 64 GiB in one process: {'; '.join(big)}"))
     if code_path:
         rows = code_path_check(P)
         bad = [w for w, o in rows if o.startswith("FAILED")]

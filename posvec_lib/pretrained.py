@@ -183,6 +183,10 @@ def check_model_folder(folder) -> dict:
             for s in shards:
                 if s.endswith(".safetensors"): _check_safetensors(folder / s)
             return cfg
+    tc = folder / "tokenizer_config.json"
+    if tc.is_file() and "auto_map" in tc.read_text(errors="replace"):
+        raise ValueError(f"{tc} asks for the folder's own tokenizer code (auto_map); posvec never runs "
+                         "a model's own code (trust_remote_code=False)")
     w = next((folder / w for w in _WEIGHTS if (folder / w).is_file()), None)
     if w is None:
         raise ValueError(f"{folder} has a config.json but no weights ({', '.join(_WEIGHTS)} or a "
@@ -291,10 +295,13 @@ def load_pretrained(name_or_path, dtype="float32", attn: str = "posvec_sdpa", de
     tokenizer, with where they came from recorded (`model.posvec_source`, `note_input`)."""
     from transformers import AutoTokenizer
     src, where, kw = located = _located(name_or_path)                  # resolved once, for the model and its tokenizer
-    model = _model_at(located, variant, attn, dtype, None)
     dt = _dtype(dtype)
-    tok = AutoTokenizer.from_pretrained(where, trust_remote_code=False, **kw)
+    try: tok = AutoTokenizer.from_pretrained(where, trust_remote_code=False, **kw)
+    except (ValueError, OSError, TypeError) as e:     # no tokenizer files, or one transformers cannot build
+        raise ValueError(f"{where}: no tokenizer posvec can load ({str(e).splitlines()[0][:120]}); save the "
+                         "model's tokenizer beside it (tokenizer.json)") from None
     if tok.pad_token_id is None: tok.pad_token = tok.eos_token
+    model = _model_at(located, variant, attn, dtype, None)
     ident = f"{src['kind']}:{src['path']}:{os.path.getsize(src['path']) if src['kind'] == 'gguf' else ''}"
     tok.posvec_hash = hashlib.sha256(ident.encode()).hexdigest()[:12]
     model.posvec_source = dict(kind=src["kind"], path=str(src["path"]), name=src["entry"].name if src["entry"] else str(name_or_path))

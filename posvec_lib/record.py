@@ -96,6 +96,8 @@ def files_problem(res: dict, folder) -> str | None:
             if not name.endswith(suffixes):
                 return f"{key!r} lists {name!r}, not a {'/'.join(suffixes)} file"
             if not p.is_file(): return f"{key!r} lists {name!r}, which is not in {folder}"
+            if key == "figures" and p.open("rb").read(8) != b"\x89PNG\r\n\x1a\n":
+                return f"{key!r} lists {name!r}, which is not a PNG image"
             md = Path(folder) / (name[:-len(".csv")] + ".md")    # a table's Markdown, read by the report
             if key == "tables" and (md.is_symlink() or md.exists()):
                 try: _regular(folder, md.name)

@@ -410,12 +410,16 @@ def committed_result(art: Artifact, P: Profile, commit: str = "HEAD") -> dict | 
 # %% ../nbs/11_reproduce.ipynb #1eb678b0
 def agreement_with(P: Profile, commit: str = "HEAD", only=None) -> dict:
     "How the results in this checkout's figures/ agree with those committed at `commit`, per artifact (see `compare_results`)."
+    arts = select(only)                                   # a bad --only is named first
+    inside = subprocess.run(["git", "-C", str(project_root()), "rev-parse", "--git-dir"], capture_output=True)
+    if inside.returncode != 0:
+        raise ValueError(f"{project_root()} is not a git checkout: compare reads committed results from git")
     r = subprocess.run(["git", "-C", str(project_root()), "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
                        capture_output=True, text=True)
     sha = r.stdout.strip() if r.returncode == 0 else ""
     if not sha: raise ValueError(f"unknown commit {commit!r} in {project_root()}; give a commit, branch or tag of this checkout")
     out = {}
-    for art in select(only):
+    for art in arts:
         ref = committed_result(art, P, sha)
         new = read_result(figures_dir(P, art.name, create=False))[0]
         if ref and new: out[art.name] = dict(compare_results(ref, new), reference_commit=sha, reference_status="committed")

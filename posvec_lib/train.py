@@ -29,6 +29,8 @@ def token_nll(model, ids: torch.Tensor, batch_size: int = 8, position_ids: torch
               progress: bool = False) -> torch.Tensor:
     "Next-token NLL [n, T-1] of each sequence in `ids` [n, T] (float32, on CPU)."
     ids, _ = as_token_batch(ids, "ids", model), check_batch_size(batch_size)
+    if position_ids is not None and (position_ids.dtype.is_floating_point or position_ids.dtype == torch.bool):
+        raise ValueError(f"position_ids of dtype {position_ids.dtype}; allowed: integer positions")
     if position_ids is not None and tuple(position_ids.shape) != tuple(ids.shape):
         raise ValueError(f"position_ids of shape {tuple(position_ids.shape)}; allowed: the shape of ids, "
                          f"{tuple(ids.shape)}")

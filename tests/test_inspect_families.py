@@ -130,3 +130,13 @@ def test_pickled_weights_with_code_are_refused_in_one_line(tmp_path, capsys):
     rc, so, se = _posvec(capsys, str(d), "--length", "32", "--samples", "4", "--baseline-seeds", "0")
     assert rc == 2 and "a pickle that torch refuses to load safely" in se and se.count("\n") == 1, se
     assert not (tmp_path / "PWNED").exists()
+
+
+def test_inspect_names_a_missing_tokenizer_and_an_unwritable_output(tmp_path, capsys):
+    d = _folder(tmp_path, "llama")
+    for f in ("tokenizer.json", "tokenizer_config.json"): (d / f).unlink()
+    rc, so, se = _posvec(capsys, str(d), "--length", "32", "--samples", "4", "--baseline-seeds", "0")
+    assert rc == 2 and "no tokenizer posvec can load" in se and "Loading weights" not in se, se
+    blocker = tmp_path / "file"; blocker.write_text("")
+    rc, so, se = _posvec(capsys, "tiny-local", "--out", str(blocker / "sub"))
+    assert rc == 2 and "a file stands where a folder" in se, se

@@ -195,3 +195,24 @@ def test_sample_windows_beyond_memory_refused():
     from posvec_lib.data import TokenizedDocs, fixed_length_samples
     docs = TokenizedDocs(np.arange(200, dtype=np.int32), np.array([0, 200]), 0)
     with pytest.raises(ValueError, match="windows of 32 tokens need ~"): fixed_length_samples(docs, 32, 10**11)
+
+
+def test_unknown_extension_setting_lists_the_allowed_ones(model):
+    with pytest.raises(ValueError, match=re.escape("unknown setting(s) ['wibble'] for 'dynamic_ntk'; allowed:")):
+        extend(model, "dynamic_ntk", wibble=3)
+
+
+def test_finetune_spec_chunk_count_checked():
+    from posvec_lib.finetune import FinetuneSpec
+    with pytest.raises(ValueError, match=re.escape("n_chunks=0; allowed: an integer ≥ 1")):
+        FinetuneSpec("chunks", 8, n_chunks=0)
+
+
+def test_non_finite_model_and_positions_named(x):
+    "A model with NaN weights gave NaN positional vectors without a word; NaN positions NaN losses."
+    from posvec_lib.train import token_nll
+    bad = tiny_model("rope", vocab_size=V)
+    with torch.no_grad(): bad.model.layers[0].mlp.down_proj.weight.fill_(float("nan"))
+    with pytest.raises(ValueError, match="hidden states are not finite"): positional_vectors(bad, x, progress=False)
+    with pytest.raises(ValueError, match="position_ids of dtype torch.float32; allowed: integer positions"):
+        token_nll(tiny_model("rope", vocab_size=V), x, position_ids=torch.full(x.shape, float("nan")))

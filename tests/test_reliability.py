@@ -582,3 +582,43 @@ def test_posvec_home_that_is_no_clone_is_named(cli, monkeypatch, tmp_path):
     monkeypatch.setenv("POSVEC_HOME", str(tmp_path / "nowhere"))
     rc, out, err = cli("list", "--profile", "smoke")
     assert rc == 2 and "is not a clone of the posvec repository" in err, (out, err)
+
+
+def test_figure_that_is_not_a_png_is_damaged(home, cli):
+    d = home / "figures" / "smoke" / FAST
+    fig = json.loads((d / "result.json").read_text())["figures"][0]
+    (d / fig).write_text("not an image")
+    assert "which is not a PNG image" in listing(cli)[FAST]["problem"]
+
+
+@pytest.mark.parametrize("kind,needle", [
+    ("auto_map", "asks for the folder's own Python code"),
+    ("tokenizer_auto_map", "asks for the folder's own tokenizer code"),
+    ("empty_gguf", "is empty (0 bytes)"),
+])
+def test_model_sources_judged_before_the_batch(home, cli, tmp_path, kind, needle):
+    "A pretrained model the batch cannot use is refused at the start, as inspect refuses it, and its code never runs."
+    from posvec_lib.pretrained import tiny_local_model
+    if kind == "empty_gguf": src = tmp_path / "m.gguf"; src.write_bytes(b"")
+    else:
+        src = tmp_path / "m"; shutil.copytree(tiny_local_model(), src)
+        f = src / ("config.json" if kind == "auto_map" else "tokenizer_config.json")
+        cfg = json.loads(f.read_text()) if f.exists() else {}
+        cfg["auto_map"] = {"AutoConfig": "evil.EvilConfig", "AutoTokenizer": ["evil.Tok", None]}
+        if kind == "auto_map": cfg["model_type"] = "evil"
+        f.write_text(json.dumps(cfg)); (src / "evil.py").write_text(f"open({str(tmp_path / 'PWNED')!r}, 'w')\n")
+    rc, out, err = cli("reproduce", "--profile", "smoke", "--only", FAST, "--set", f"pretrained_model={src}")
+    assert rc == 2 and "cannot run on this machine" in err and needle in err, err
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_passkey_beyond_memory_refused(home, cli):
+    rc, out, err = cli("reproduce", "--profile", "smoke", "--only", FAST, "--set", "pretrained_passkey_lengths=100000000")
+    assert rc == 2 and "a passkey prompt of 100000000 tokens needs ~" in err, err
+
+
+def test_compare_outside_git_says_so(home, cli):
+    rc, out, err = cli("compare", "--profile", "smoke")
+    assert rc == 2 and "is not a git checkout" in err, err
+    rc, out, err = cli("compare", "--profile", "smoke", "--only", "bogus")
+    assert rc == 2 and "unknown artifact(s) ['bogus']" in err, err
