@@ -127,14 +127,18 @@ def available_memory() -> int:
 def _pretrained_problem(P: Profile) -> str | None:
     "A pretrained model the profile measures that cannot be found, or a length beyond its window."
     if not P.pretrained_model: return None
-    from posvec_lib.pretrained import load_config
-    try: cfg, _ = load_config(P.pretrained_model)         # files checked, no weights read, no own code run
+    from posvec_lib.pretrained import load_config, model_source, PRETRAINED
+    entry = PRETRAINED.get(P.pretrained_model)           # the registry knows its window: no 10 s GGUF parse
+    try:
+        if entry: model_source(P.pretrained_model); cfg = None
+        else: cfg, _ = load_config(P.pretrained_model)  # files checked, no weights read, no own code run
     except (ValueError, FileNotFoundError, ConnectionError, OSError) as e: return f"pretrained_model: {e}"
-    window = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
+    window = entry.window if entry else (getattr(cfg, "max_position_embeddings", None)
+                                         or getattr(cfg, "n_positions", None))
     if window and P.pretrained_length > window:
         return (f"pretrained_length={P.pretrained_length} is beyond {P.pretrained_model}'s window of "
                 f"{window} tokens; allowed: ≤ {window}")
-    heads, T = getattr(cfg, "num_attention_heads", 1), max(P.pretrained_passkey_lengths or (0,))
+    heads, T = getattr(cfg, "num_attention_heads", 1) or 1, max(P.pretrained_passkey_lengths or (0,))
     if P.device == "cpu" and 8 * heads * T * T > 0.9 * available_memory():
         return (f"pretrained_passkey_lengths: a passkey prompt of {T} tokens needs ~"
                 f"{8 * heads * T * T / GIB:,.0f} GiB of attention scores; this machine has "

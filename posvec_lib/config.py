@@ -340,9 +340,9 @@ def require_clone(what: str = "this command") -> Path:
     "The clone's root, or a FileNotFoundError saying that `what` runs inside a clone (the batch needs nbs/experiments)."
     root = _clone_root()
     home = os.environ.get("POSVEC_HOME")
-    if home and not ((root / "settings.ini").is_file() and (root / "nbs").is_dir()):
-        raise FileNotFoundError(f"POSVEC_HOME={home!r} is not a clone of the posvec repository (no settings.ini "
-                                "and nbs/ there); set it to one, or unset it inside a clone")
+    if home and not root.is_dir():
+        raise FileNotFoundError(f"POSVEC_HOME={home!r} is not a folder, so not a clone of the posvec repository; "
+                                "set it to one, or unset it inside a clone")
     if root is None:
         raise FileNotFoundError(f"{what} works inside a clone of the posvec repository, and none was found from {Path.cwd()} "
                                 "upward (a folder with settings.ini and nbs/); cd into one or set POSVEC_HOME to one")

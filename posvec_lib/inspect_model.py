@@ -4,7 +4,7 @@
 
 # %% ../nbs/13_inspect.ipynb #1ba3ac6a
 from __future__ import annotations
-import argparse, json, sys, time
+import argparse, json, os, sys, time
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
@@ -376,6 +376,13 @@ def _device(name: str) -> torch.device:
     return d
 
 # %% ../nbs/13_inspect.ipynb #bdc6020d
+def _can_create(out: Path):
+    "Refuse an output folder that could not be made: a file on its path, or a parent we may not write to."
+    p = out
+    while not p.exists() and p != p.parent: p = p.parent
+    if not p.is_dir(): raise ValueError(f"--out {str(out)!r}: {p} is a file where a folder belongs")
+    if not os.access(p, os.W_OK): raise ValueError(f"--out {str(out)!r}: no permission to write in {p}")
+
 def check_inspect_args(a) -> dict:
     "Refuse bad arguments, files and families before any weight is read; layers, device, config."
     def need(ok, msg):
@@ -388,9 +395,7 @@ def check_inspect_args(a) -> dict:
     need(a.dtype in ("float32", "bfloat16", "float16"),
          f"--dtype {a.dtype!r}; allowed: float32, bfloat16, float16")
     need(a.threads >= 0, f"--threads {a.threads}; allowed: 0 (default) or a positive integer")
-    if a.out is not None:
-        from posvec_lib.config import writable
-        writable(a.out)                                   # a folder that takes no file: named now, not after the work
+    if a.out is not None: _can_create(Path(a.out))      # named now, not after the work; nothing is created
     if a.text is not None and Path(a.text).is_dir():
         raise ValueError(f"--text {a.text!r} is a folder; give a text file")
     if a.text is not None and not Path(a.text).is_file():

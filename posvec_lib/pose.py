@@ -231,6 +231,8 @@ def coverage_probability(Lc: int, Lt: int, method: str = "pose", n_chunks: int =
     "Monte Carlo P(distance d is covered by one example), d = 0..Lt−1 (paper B, App. B)."
     check_windows(Lc, Lt)
     if iterations < 1: raise ValueError(f"iterations={iterations} must be ≥ 1")
+    if method != "chunks" and n_chunks != 2:
+        raise ValueError(f"n_chunks={n_chunks!r} applies to method 'chunks' only; {method!r} has its own layout")
     rng = rng if rng is not None else np.random.default_rng(0)
     batch = batch or max(1, (1 << 21) // Lt)             # ~16 MB of indicators per FFT batch
     _fits_in_memory(104 * batch * Lt, f"coverage of Lt={Lt} (batch {batch})")   # indicators, spectra, products

@@ -41,6 +41,8 @@ def token_nll(model, ids: torch.Tensor, batch_size: int = 8, position_ids: torch
         kw = {"attention_mask": torch.ones_like(x)}
         if position_ids is not None: kw["position_ids"] = position_ids[s:s + batch_size].to(dev)
         logits = model(x, **kw).logits[:, :-1].float()
+        if not torch.isfinite(logits).all():
+            raise ValueError("the model's logits are not finite (NaN or inf): check its weights and dtype")
         out.append(torch.nn.functional.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="none").cpu())
     return torch.cat(out)
 

@@ -139,4 +139,4 @@ def test_inspect_names_a_missing_tokenizer_and_an_unwritable_output(tmp_path, ca
     assert rc == 2 and "no tokenizer posvec can load" in se and "Loading weights" not in se, se
     blocker = tmp_path / "file"; blocker.write_text("")
     rc, so, se = _posvec(capsys, "tiny-local", "--out", str(blocker / "sub"))
-    assert rc == 2 and "a file stands where a folder" in se, se
+    assert rc == 2 and "is a file where a folder belongs" in se, se

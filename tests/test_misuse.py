@@ -216,3 +216,17 @@ def test_non_finite_model_and_positions_named(x):
     with pytest.raises(ValueError, match="hidden states are not finite"): positional_vectors(bad, x, progress=False)
     with pytest.raises(ValueError, match="position_ids of dtype torch.float32; allowed: integer positions"):
         token_nll(tiny_model("rope", vocab_size=V), x, position_ids=torch.full(x.shape, float("nan")))
+
+
+def test_chunk_count_outside_chunks_refused():
+    "coverage_probability ignored n_chunks for every method but 'chunks' and returned the same curve."
+    from posvec_lib.pose import coverage_probability
+    with pytest.raises(ValueError, match="n_chunks=0 applies to method 'chunks' only"):
+        coverage_probability(8, 32, "pose", n_chunks=0, iterations=10)
+
+
+def test_non_finite_logits_named(x):
+    from posvec_lib.train import token_nll
+    bad = tiny_model("rope", vocab_size=V)
+    with torch.no_grad(): bad.lm_head.weight.fill_(float("nan"))
+    with pytest.raises(ValueError, match="logits are not finite"): token_nll(bad, x)

@@ -581,7 +581,7 @@ def test_dry_run_that_would_be_refused_says_so(home, cli):
 def test_posvec_home_that_is_no_clone_is_named(cli, monkeypatch, tmp_path):
     monkeypatch.setenv("POSVEC_HOME", str(tmp_path / "nowhere"))
     rc, out, err = cli("list", "--profile", "smoke")
-    assert rc == 2 and "is not a clone of the posvec repository" in err, (out, err)
+    assert rc == 2 and "is not a folder, so not a clone of the posvec repository" in err, (out, err)
 
 
 def test_figure_that_is_not_a_png_is_damaged(home, cli):
