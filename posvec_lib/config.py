@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 
 # %% auto #0
-__all__ = ['ZOO_VARIANTS', 'KNOBS', 'PROFILES', 'OFFLINE_VARIABLES', 'SAMPLE_SEEDS', 'VERDICTS', 'Profile', 'Knob', 'check_knob',
-           'parse_knob', 'get_profile', 'parse_sets', 'is_offline', 'in_notebook', 'sample_seed', 'project_root',
-           'require_clone', 'cache_dir', 'figures_dir', 'DiskError', 'disk_errors', 'writable', 'atomic_write',
-           'write_json', 'remove_cache_entry', 'file_sha256', 'seal', 'seal_check', 'discard_damaged', 'verify_files',
-           'entry_ok', 'load_sealed', 'seed_everything', 'resolve_device', 'torch_dtype', 'oom_hint', 'decide',
-           'split_half_noise', 'decide_all', 'binomial_noise', 'mc_noise', 'mean_se', 'pooled_accuracy',
+__all__ = ['ZOO_VARIANTS', 'FT_INTERPOLATIONS', 'KNOBS', 'PROFILES', 'OFFLINE_VARIABLES', 'SAMPLE_SEEDS', 'VERDICTS', 'Profile',
+           'Knob', 'check_knob', 'parse_knob', 'get_profile', 'parse_sets', 'is_offline', 'in_notebook', 'sample_seed',
+           'project_root', 'require_clone', 'cache_dir', 'figures_dir', 'DiskError', 'disk_errors', 'writable',
+           'atomic_write', 'write_json', 'remove_cache_entry', 'file_sha256', 'seal', 'seal_check', 'discard_damaged',
+           'verify_files', 'entry_ok', 'load_sealed', 'seed_everything', 'resolve_device', 'torch_dtype', 'oom_hint',
+           'decide', 'split_half_noise', 'decide_all', 'binomial_noise', 'mc_noise', 'mean_se', 'pooled_accuracy',
            'decide_accuracy', 'implies', 'as_verdict', 'decide_rows', 'decide_gap', 'decide_interval', 'exceeds',
            'ordered_beyond_noise', 'rank_correlation', 'permutation_spearman', 'reason_or_note', 'note_input',
            'used_inputs', 'is_timing', 'Record', 'staging_dir', 'swap_in', 'restore_interrupted']
@@ -74,6 +74,11 @@ class Profile:
     pose_steps: int = 40                 # cpu: 40 steps at lr 2e-4 (the paper: 1000 at 2e-5; 2e-5 barely moves a model in 40 steps)
     pose_batch_size: int = 8
     pose_lr: float = 2e-4
+    pose_warmup: int = 10                # warm-up steps (paper: 10), at most a quarter of the steps
+    pose_lr_floor: float = 0.0           # 0: linear decay to 0 (paper); > 0: cosine to pose_lr_floor × pose_lr
+    pose_recall_share: float = 0.0       # shares of fine-tune examples that are recall / copy windows (the base's
+    pose_copy_share: float = 0.0         # pre-training mix), laid out by each method's sampler; 0: documents only
+    pose_interpolation: str = "linear"   # the interpolation of B's primary rows (paper: linear)
     passkey_trials: int = 20
     passkey_candidates: int = 25         # graded passkey: the true key ranked among this many answers (chance rank score 0.5)
     mc_iterations: int = 10000           # Monte Carlo iterations (coverage, B Fig. 5/6)
@@ -145,6 +150,10 @@ def _text(empty=False): return Knob(str, "any text" if empty else "a non-empty n
 def _names(empty=True, what="names"): return Knob(tuple, f"a {'' if empty else 'non-empty '}comma-separated list of {what}",
                                                   lambda v: empty or len(v) > 0)
 
+def _share(): return Knob(float, "a number from 0 to 1 (a share of training windows)", lambda v: 0 <= v <= 1)
+
+FT_INTERPOLATIONS = ("linear", "ntk", "yarn", "yarn_pose")   # rope.METHODS a fine-tune can train with
+
 KNOBS: dict[str, Knob] = dict(
     device=Knob(str, "'cpu', 'cuda' or 'auto'", lambda v: v in ("cpu", "cuda", "auto")),
     dtype=Knob(str, "'float32', 'bfloat16' or 'float16'", lambda v: v in ("float32", "bfloat16", "float16")),
@@ -162,7 +171,12 @@ KNOBS: dict[str, Knob] = dict(
     eval_samples=_int(1), n_samples=_int(4), max_factor=_int(2),
     ext_factors=Knob(tuple, "a non-empty list of integers ≥ 2 (extension targets t·C beyond the window C)", lambda v: len(v) > 0 and all(x >= 2 for x in v), int),
     pose_targets=Knob(tuple, "a non-empty list of integers t ≥ 2 (the PoSE target window Lt = t·C must be larger than the original window Lc = C)", lambda v: len(v) > 0 and all(x >= 2 for x in v), int),
-    pose_steps=_int(1), pose_batch_size=_int(1), pose_lr=_pos_float(), passkey_trials=_int(1), passkey_candidates=_int(2), mc_iterations=_int(1), eval_docs=_int(1), extreme_target=Knob(int, "0 (not run) or an integer ≥ 4 (a multiple of 4: lengths t·C/4 … t·C)", lambda v: v == 0 or (v >= 4 and v % 4 == 0)),
+    pose_steps=_int(1), pose_batch_size=_int(1), pose_lr=_pos_float(), pose_warmup=_int(0),
+    pose_lr_floor=Knob(float, "a number from 0 (linear to 0) to below 1 (a fraction of pose_lr)",
+                       lambda v: 0 <= v < 1),
+    pose_recall_share=_share(), pose_copy_share=_share(),
+    pose_interpolation=Knob(str, f"one of {list(FT_INTERPOLATIONS)}", lambda v: v in FT_INTERPOLATIONS),
+    passkey_trials=_int(1), passkey_candidates=_int(2), mc_iterations=_int(1), eval_docs=_int(1), extreme_target=Knob(int, "0 (not run) or an integer ≥ 4 (a multiple of 4: lengths t·C/4 … t·C)", lambda v: v == 0 or (v >= 4 and v % 4 == 0)),
     paper_models=_names(what="hub names or paths"), ablation_models=_names(what="zoo variants, hub names or paths"),
     pretrained=Knob(tuple, f"a list of 'variant=hub-name-or-path' entries with a variant in {list(ZOO_VARIANTS)}",
                     lambda v: all(s.partition("=")[0] in ZOO_VARIANTS and s.partition("=")[2] for s in v)),
@@ -221,6 +235,8 @@ def _validate_profile(p):
               f"d_model={p.d_model} must split into n_heads={p.n_heads} heads of even size (RoPE rotates pairs)"),
              (p.n_heads % p.n_kv_heads == 0, f"n_heads={p.n_heads} must be a multiple of n_kv_heads={p.n_kv_heads} (grouped-query attention)"),
              (p.window <= p.C and p.small_window <= p.C, f"window={p.window} and small_window={p.small_window} must be ≤ C={p.C}"),
+             (p.pose_recall_share + p.pose_copy_share <= 1, f"pose_recall_share={p.pose_recall_share} + "
+              f"pose_copy_share={p.pose_copy_share} must be ≤ 1 (shares of the fine-tune examples)"),
              (p.recall_share + p.copy_share <= 1, f"recall_share={p.recall_share} + copy_share={p.copy_share} must be ≤ 1 (shares of the training windows)"),
              ("window_small" not in p.zoo or p.n_layers * p.small_window < p.C,
               f"TL-Window-80 (window_small) needs n_layers × small_window < C, got {p.n_layers} × {p.small_window} = "

@@ -15,17 +15,18 @@ from transformers.trainer_callback import PrinterCallback
 from .config import (Profile, get_profile, cache_dir, write_json, atomic_write, seed_everything, resolve_device, project_root,
                                remove_cache_entry, oom_hint, note_input, entry_ok, seal, disk_errors, parse_sets, in_notebook)
 from .data import TokenizedDocs, profile_data, long_documents
+from .retrieval import recall_window, copy_window
 from .train import load_zoo_model, zoo_path, training_args, last_checkpoint, note_zoo_entry, world_size, rank
 from .rope import apply_interpolation, METHODS as INTERPOLATIONS
 from .pose import PoSECollator, check_windows, check_choice, check_chunks, CONTENTS, ANCHORS, OFFSETS, CHUNKS_SAMPLER
 from .evaluate import truncate_ppl
 
 # %% auto #0
-__all__ = ['FT_METHODS', 'FT_RECIPE', 'PASSKEY_VARIANTS', 'FinetuneSpec', 'ExtensionDocs', 'extended_model', 'warmup_steps',
-           'finetune_args', 'finetune_key', 'finetune_path', 'finetune', 'load_finetuned', 'finetune_manifest',
-           'passkey_prompt', 'passkey_min_length', 'first_integer', 'passkey_accuracy', 'candidate_logprobs',
-           'passkey_rank', 'step_cost', 'efficiency_comparison', 'streaming_nll', 'streaming_ppl', 'prefix_ppl',
-           'deepspeed_zero3_config', 'accelerate_zero3_config', 'write_launch_configs', 'main']
+__all__ = ['FT_METHODS', 'FT_RECIPE', 'PASSKEY_VARIANTS', 'FinetuneSpec', 'ExtensionDocs', 'mixture_window', 'extended_model',
+           'warmup_steps', 'finetune_args', 'finetune_key', 'finetune_path', 'finetune', 'load_finetuned',
+           'finetune_manifest', 'passkey_prompt', 'passkey_min_length', 'first_integer', 'passkey_accuracy',
+           'candidate_logprobs', 'passkey_rank', 'step_cost', 'efficiency_comparison', 'streaming_nll', 'streaming_ppl',
+           'prefix_ppl', 'deepspeed_zero3_config', 'accelerate_zero3_config', 'write_launch_configs', 'main']
 
 # %% ../nbs/12_finetune.ipynb #69ecf706
 FT_METHODS = ("pose", "full-length", "randpos", "chunks")
@@ -82,17 +83,41 @@ class FinetuneSpec:
 
 # %% ../nbs/12_finetune.ipynb #482a1b6a
 class ExtensionDocs(torch.utils.data.Dataset):
-    "n training documents of ≥ `min_tokens` tokens (BOS included), drawn by (seed, i); item = the first `max_len` token ids."
-    def __init__(self, docs: TokenizedDocs, min_tokens: int, max_len: int, n: int, seed: int = 0):
+    "n fine-tune examples drawn by (seed, i): documents of ≥ `min_tokens` tokens, or recall / copy windows."
+    def __init__(self, docs: TokenizedDocs, min_tokens: int, max_len: int, n: int, seed: int = 0,
+                 recall_share: float = 0.0, copy_share: float = 0.0, window: int = 0, tokenizer=None):
         self.docs, self.max_len, self.n, self.seed = docs, max_len, n, seed
+        self.recall, self.copy, self.window, self.tok = recall_share, copy_share, window, tokenizer
+        if not (0 <= recall_share and 0 <= copy_share and recall_share + copy_share <= 1):
+            raise ValueError(f"recall_share={recall_share}, copy_share={copy_share}; allowed: shares ≥ 0 "
+                             "summing to ≤ 1")
+        if (recall_share or copy_share) and window < 8:
+            raise ValueError(f"window={window}; recall and copy windows need a length ≥ 8 tokens")
+        if recall_share and tokenizer is None: raise ValueError("recall windows need the tokenizer")
         self.pool = np.nonzero(docs.lengths >= min_tokens - 1)[0]
         if len(self.pool) == 0:
             raise ValueError(f"no training document has ≥ {min_tokens} tokens (longest: {int(docs.lengths.max())}); "
                              "lower the target or use a corpus with longer documents")
     def __len__(self): return self.n
+    def kind(self, i: int) -> str:
+        "What example i is: 'recall', 'copy' or 'document'."
+        u = float(np.random.default_rng([self.seed, i, 7]).random())
+        return "recall" if u < self.recall else "copy" if u < self.recall + self.copy else "document"
     def __getitem__(self, i):
-        d = self.pool[np.random.default_rng([self.seed, i]).integers(len(self.pool))]
-        return {"input_ids": self.docs.doc(d)[: self.max_len - 1].astype(np.int64)}
+        k = self.kind(i)
+        if k == "document":
+            d = self.pool[np.random.default_rng([self.seed, i]).integers(len(self.pool))]
+            return {"input_ids": self.docs.doc(d)[: self.max_len - 1].astype(np.int64)}
+        rng = np.random.default_rng([self.seed, i, 11])
+        x = (recall_window(self.docs, self.tok, self.window, rng) if k == "recall"
+             else copy_window(self.docs, self.window, rng))
+        return {"input_ids": x[1:].numpy().astype(np.int64)}         # the collator puts BOS back first
+
+# %% ../nbs/12_finetune.ipynb #4537767e
+def mixture_window(spec: FinetuneSpec, C: int) -> int:
+    "Length of the recall / copy windows a run reads: the tokens its sampler lays out (Lt for full-length, else C)."
+    same = spec.method == "chunks" and spec.content == "same"
+    return spec.target * C if spec.method == "full-length" or same else C
 
 # %% ../nbs/12_finetune.ipynb #03f9ce30
 def extended_model(profile: Profile, base: str = "rope", interpolation: str = "linear", target: int = 8,
@@ -103,31 +128,36 @@ def extended_model(profile: Profile, base: str = "rope", interpolation: str = "l
     return model
 
 # %% ../nbs/12_finetune.ipynb #c75efa89
-FT_RECIPE = "finetune-v1"
+FT_RECIPE = "finetune-v2"
 
-def warmup_steps(steps: int) -> int:
-    "The paper's 10 warmup steps, or a quarter of the steps for very short runs."
-    return min(10, steps // 4)
+def warmup_steps(steps: int, warmup: int = 10) -> int:
+    "`warmup` steps (the paper's 10), at most a quarter of the steps for very short runs."
+    return min(warmup, steps // 4)
 
 # %% ../nbs/12_finetune.ipynb #0ed6676e
 def finetune_args(profile: Profile, out_dir: Path, steps: int, deepspeed: str | None = None, seed: int | None = None, **kw):
-    "TrainingArguments of the paper's recipe: AdamW (0.9, 0.999), no weight decay, linear schedule, 10 warmup steps, pose_lr; `seed` (default: the profile's) seeds the Trainer."
+    "TrainingArguments of the fine-tune recipe: AdamW (0.9, 0.999), no weight decay, the profile's schedule."
     W = world_size()
     if profile.pose_batch_size % W:
         raise ValueError(f"pose_batch_size={profile.pose_batch_size} must be divisible by the {W} processes")
-    base = dict(lr_scheduler_type="linear", weight_decay=0.0, adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-8,
+    floor = profile.pose_lr_floor
+    sched = dict(lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs={"min_lr_rate": floor}) if floor \
+        else dict(lr_scheduler_type="linear")                   # the paper: linear to 0
+    base = dict(**sched, weight_decay=0.0, adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-8,
                 logging_steps=max(1, steps // 20), save_steps=max(10, steps // 4), disable_tqdm=True)
     if deepspeed: base["deepspeed"] = str(deepspeed)
     if W > 1 and (profile.device == "cpu" or not torch.cuda.is_available()): base["ddp_backend"] = "gloo"
     base.update(kw)
-    return training_args(profile, out_dir, steps, profile.pose_batch_size // W, profile.pose_lr, warmup_steps(steps),
+    return training_args(profile, out_dir, steps, profile.pose_batch_size // W, profile.pose_lr,
+                         warmup_steps(steps, profile.pose_warmup),
                          profile.seed if seed is None else seed, **base)
 
 # %% ../nbs/12_finetune.ipynb #278198a7
 def finetune_key(profile: Profile, spec: FinetuneSpec) -> str:
     "Content key of a run: spec, recipe knobs, base model folder (a content key), corpus and tokenizer."
     data = profile_data(profile)
-    knobs = {k: getattr(profile, k) for k in ("C", "pose_batch_size", "pose_lr", "pose_steps", "seed", "eval_docs")}
+    knobs = {k: getattr(profile, k) for k in ("C", "pose_batch_size", "pose_lr", "pose_steps", "seed", "eval_docs",
+                                             "pose_warmup", "pose_lr_floor", "pose_recall_share", "pose_copy_share")}
     sd = asdict(replace(spec, eval_every=0))
     if spec.seed is None: sd.pop("seed")              # runs on the profile's seed keep the keys they had before seeds existed
     blob = json.dumps(dict(spec=sd, knobs=knobs, base=zoo_path(profile, spec.base).name,
@@ -180,7 +210,9 @@ def finetune(profile: Profile, spec: FinetuneSpec, force: bool = False, deepspee
     model = extended_model(profile, spec.base, spec.interpolation, spec.target, train_base=world_size() == 1)
     model.train()
     max_len = max(5 * C, Lt) if spec.method in ("full-length", "chunks") else 5 * C
-    docs = ExtensionDocs(data.train, Lt, max_len, steps * profile.pose_batch_size, seed=seed)
+    docs = ExtensionDocs(data.train, Lt, max_len, steps * profile.pose_batch_size, seed=seed,
+                         recall_share=profile.pose_recall_share, copy_share=profile.pose_copy_share,
+                         window=mixture_window(spec, C), tokenizer=data.tokenizer)
     collator = PoSECollator(C, Lt, spec.method, seed=[seed, rank()], bos=data.tokenizer.bos_token_id,
                             **spec.sampler_kwargs(C))
     partial, tmp = final.with_name(final.name + ".partial"), final.with_name(final.name + ".tmp")
@@ -207,7 +239,9 @@ def finetune(profile: Profile, spec: FinetuneSpec, force: bool = False, deepspee
         seal(tmp)                                      # checksums of every file, before the manifest that completes it
         write_json(tmp / "manifest.json", dict(
             spec=asdict(spec), name=spec.name, profile=profile.name, seed=seed, Lc=C, Lt=Lt, steps=trainer.state.global_step,
-            batch_size=profile.pose_batch_size, lr=profile.pose_lr, warmup_steps=warmup_steps(steps), world_size=world_size(),
+            batch_size=profile.pose_batch_size, lr=profile.pose_lr,
+            warmup_steps=warmup_steps(steps, profile.pose_warmup), lr_floor=profile.pose_lr_floor,
+            recall_share=profile.pose_recall_share, copy_share=profile.pose_copy_share, world_size=world_size(),
             per_device_batch_size=args.per_device_train_batch_size, parallel_mode=str(args.parallel_mode.value),
             deepspeed=str(deepspeed) if deepspeed else None, tokens_seen=trainer.state.global_step * profile.pose_batch_size * tokens_per_example,
             rope_parameters=model.config.rope_parameters, max_position_embeddings=model.config.max_position_embeddings,
