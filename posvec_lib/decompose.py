@@ -14,7 +14,7 @@ from .trace import run_with_cache, decoder_layers, hooks, as_token_batch, check_
 # %% auto #0
 __all__ = ['StreamingMoments', 'PositionalVectors', 'positional_vectors', 'semantic_vectors', 'cosine_matrix',
            'position_similarity', 'anchor_ratio', 'combine', 'anchor_ratio_split', 'pca', 'positional_pca',
-           'pc1_position_rho', 'pca_panel']
+           'pc1_position_rho', 'pca_panel', 'quarter_vectors', 'formation_measures']
 
 # %% ../nbs/05_decompose.ipynb #7adad5c7
 class StreamingMoments:
@@ -162,3 +162,19 @@ def pca_panel(ax, pv: PositionalVectors, layer: int, title: str, skip: int = 1, 
         for i in range(k): ax.annotate(str(t[i]), (Z[i, 0], Z[i, 1]), fontsize=7, color="r")
     ax.set(xlabel=f"PC1 ({100 * ev[0]:.0f}% of variance)", ylabel=f"PC2 ({100 * ev[1]:.0f}% of variance)", title=title)
     return sc
+
+# %% ../nbs/05_decompose.ipynb #340e1013
+def quarter_vectors(model, samples: torch.Tensor, batch_size: int = 32) -> list:
+    "Positional vectors of `model` on four disjoint quarters of `samples` [N, T], N ≥ 4 (for `anchor_ratio_split`)."
+    samples = as_token_batch(samples, "samples", model)
+    if len(samples) < 4: raise ValueError(f"quarters need at least 4 samples, got {len(samples)}")
+    return [positional_vectors(model, x, batch_size=batch_size, progress=False) for x in samples.tensor_split(4)]
+
+def formation_measures(quarters: list, n_initial: int = 5) -> dict:
+    "Per layer [L]: anchor ratio (cross-fitted) and |ρ(PC1, t)| of t ≥ `n_initial`, each with its split-half noise."
+    ar, ar_noise = anchor_ratio_split(quarters, n_initial)
+    halves = [combine(*quarters[:2]), combine(*quarters[2:])]
+    full, L = combine(*halves), quarters[0].p.shape[0]
+    rho = np.array([[abs(pc1_position_rho(x, l, n_initial)) for l in range(L)] for x in (full, *halves)])   # [3, L]
+    return dict(anchor_ratio=ar.numpy(), anchor_ratio_noise=ar_noise.numpy(), rho=rho[0],
+                rho_noise=np.abs(rho[1] - rho[2]) / 2)
