@@ -15,6 +15,7 @@ lic = licenses[cfg['license']]
 extras = {k[len('extra_'):]: cfg[k].split() for k in cfg if k.startswith('extra_')}
 extras['dev'] = cfg.get('dev_requirements', '').split()
 extras['all'] = sorted({r for k, v in extras.items() if k != 'dev' for r in v if not r.startswith(cfg['repo'] + '[')})
+registry = cfg['lib_name'] + '.registry'
 
 setuptools.setup(
     name=cfg['repo'],
@@ -25,7 +26,9 @@ setuptools.setup(
                  'Natural Language :: ' + cfg['language'].title(),
                  'Programming Language :: Python :: 3.11'],
     url=cfg['git_url'],
-    packages=setuptools.find_packages(include=[cfg['lib_name'], cfg['lib_name'] + '.*']),
+    packages=setuptools.find_packages(include=[cfg['lib_name'], cfg['lib_name'] + '.*']) + [registry],
+    package_dir={registry: 'data'},                  # the claims registry ships from data/claims.csv
+    package_data={registry: ['claims.csv']},
     include_package_data=True,
     install_requires=cfg['requirements'].split(),
     extras_require=extras,
