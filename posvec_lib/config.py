@@ -794,15 +794,20 @@ class Record:
         self.findings.append(str(text)); return text
 
     def check(self, claim: str, verdict: bool | str | None, source: str = "", volatile: bool = False, sanity: bool = False,
-              paper: str = "", threshold: str = "", **values):
+              paper: str = "", threshold: str = "", id: str = "", extension: bool = False, **values):
         """Record a claim check: True/False -> holds/fails, None -> not measurable; `values` are the measurements (`volatile`: wall-clock ones).
         `paper`: the paper's sentence the check tests; `threshold`: the number and where it comes from (written before the result).
-        `sanity`: not evidence about a paper (true by construction, or a validation of a harness): reported, never counted as a claim."""
+        `sanity`: not evidence about a paper (true by construction, or a validation of a harness): reported, never counted as a claim.
+        `id`: the claim's id in the registry (`claims.claim`); `extension`: on models the paper does not make the claim about."""
+        if id:
+            from posvec_lib.claims import claim as registered      # lazily: claims imports this module
+            registered(id)
         v = {True: "holds", False: "fails", None: "not measurable"}.get(verdict, verdict) if not isinstance(verdict, str) else verdict
         if hasattr(verdict, "item"): v = "holds" if bool(verdict) else "fails"
         if v not in VERDICTS: raise ValueError(f"unknown verdict {verdict!r}; allowed: {VERDICTS} or True/False/None")
         self.claims.append(dict(claim=claim, verdict=v, source=source, values=values, **({"paper": paper} if paper else {}),
-                                **({"threshold": threshold} if threshold else {}), **({"kind": "sanity"} if sanity else {})))
+                                **({"threshold": threshold} if threshold else {}), **({"kind": "sanity"} if sanity else {}),
+                                **({"id": id} if id else {}), **({"extension": True} if extension else {})))
         if volatile: self.volatile.append(f"claim: {claim}")
         print(f"[{v}{' (sanity)' if sanity else ''}] {claim} {values}")
         return v

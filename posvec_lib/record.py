@@ -24,7 +24,7 @@ RUN_TYPES = dict(status=str, inputs=str, artifact=str, profile=str, commit=str, 
                  wall_time_s=(int, float), overrides=dict, timings=dict, error=dict)
 CLAIM_KEYS = ("claim", "verdict", "values")
 CLAIM_TYPES = dict(claim=str, verdict=str, values=dict, source=str, paper=str, threshold=str,
-                   kind=str)
+                   kind=str, id=str, extension=bool)
 
 # %% ../nbs/11b_record.ipynb #3b0bcbf5
 def _fits(v, t) -> bool:
