@@ -235,6 +235,8 @@ def _validate_profile(p):
               f"d_model={p.d_model} must split into n_heads={p.n_heads} heads of even size (RoPE rotates pairs)"),
              (p.n_heads % p.n_kv_heads == 0, f"n_heads={p.n_heads} must be a multiple of n_kv_heads={p.n_kv_heads} (grouped-query attention)"),
              (p.window <= p.C and p.small_window <= p.C, f"window={p.window} and small_window={p.small_window} must be ≤ C={p.C}"),
+             (p.pose_recall_share == 0 or p.C >= 64, f"pose_recall_share={p.pose_recall_share} needs C ≥ 64 "
+              f"(a recall window of Lc tokens holds up to three assignments and the assert); got C={p.C}"),
              (p.pose_recall_share + p.pose_copy_share <= 1, f"pose_recall_share={p.pose_recall_share} + "
               f"pose_copy_share={p.pose_copy_share} must be ≤ 1 (shares of the fine-tune examples)"),
              (p.recall_share + p.copy_share <= 1, f"recall_share={p.recall_share} + copy_share={p.copy_share} must be ≤ 1 (shares of the training windows)"),

@@ -22,11 +22,12 @@ from .pose import PoSECollator, check_windows, check_choice, check_chunks, CONTE
 from .evaluate import truncate_ppl
 
 # %% auto #0
-__all__ = ['FT_METHODS', 'FT_RECIPE', 'PASSKEY_VARIANTS', 'FinetuneSpec', 'ExtensionDocs', 'mixture_window', 'extended_model',
-           'warmup_steps', 'finetune_args', 'finetune_key', 'finetune_path', 'finetune', 'load_finetuned',
-           'finetune_manifest', 'passkey_prompt', 'passkey_min_length', 'first_integer', 'passkey_accuracy',
-           'candidate_logprobs', 'passkey_rank', 'step_cost', 'efficiency_comparison', 'streaming_nll', 'streaming_ppl',
-           'prefix_ppl', 'deepspeed_zero3_config', 'accelerate_zero3_config', 'write_launch_configs', 'main']
+__all__ = ['FT_METHODS', 'MIN_RECALL_WINDOW', 'FT_RECIPE', 'PASSKEY_VARIANTS', 'FinetuneSpec', 'ExtensionDocs', 'mixture_window',
+           'extended_model', 'warmup_steps', 'finetune_args', 'finetune_key', 'finetune_path', 'finetune',
+           'load_finetuned', 'finetune_manifest', 'passkey_prompt', 'passkey_min_length', 'first_integer',
+           'passkey_accuracy', 'candidate_logprobs', 'passkey_rank', 'step_cost', 'efficiency_comparison',
+           'streaming_nll', 'streaming_ppl', 'prefix_ppl', 'deepspeed_zero3_config', 'accelerate_zero3_config',
+           'write_launch_configs', 'main']
 
 # %% ../nbs/12_finetune.ipynb #69ecf706
 FT_METHODS = ("pose", "full-length", "randpos", "chunks")
@@ -82,6 +83,8 @@ class FinetuneSpec:
         return dict(n_chunks=self.n_chunks, content=self.content, anchor=self.anchor, offsets=self.offsets)
 
 # %% ../nbs/12_finetune.ipynb #482a1b6a
+MIN_RECALL_WINDOW = 64      # three assignments and the assert take up to ~40 tokens
+
 class ExtensionDocs(torch.utils.data.Dataset):
     "n fine-tune examples drawn by (seed, i): documents of ≥ `min_tokens` tokens, or recall / copy windows."
     def __init__(self, docs: TokenizedDocs, min_tokens: int, max_len: int, n: int, seed: int = 0,
@@ -94,6 +97,8 @@ class ExtensionDocs(torch.utils.data.Dataset):
         if (recall_share or copy_share) and window < 8:
             raise ValueError(f"window={window}; recall and copy windows need a length ≥ 8 tokens")
         if recall_share and tokenizer is None: raise ValueError("recall windows need the tokenizer")
+        if recall_share and window < MIN_RECALL_WINDOW:
+            raise ValueError(f"window={window}; recall windows need ≥ {MIN_RECALL_WINDOW} tokens")
         self.pool = np.nonzero(docs.lengths >= min_tokens - 1)[0]
         if len(self.pool) == 0:
             raise ValueError(f"no training document has ≥ {min_tokens} tokens (longest: {int(docs.lengths.max())}); "
@@ -113,7 +118,7 @@ class ExtensionDocs(torch.utils.data.Dataset):
              else copy_window(self.docs, self.window, rng))
         return {"input_ids": x[1:].numpy().astype(np.int64)}         # the collator puts BOS back first
 
-# %% ../nbs/12_finetune.ipynb #4537767e
+# %% ../nbs/12_finetune.ipynb #c95717e4
 def mixture_window(spec: FinetuneSpec, C: int) -> int:
     "Length of the recall / copy windows a run reads: the tokens its sampler lays out (Lt for full-length, else C)."
     same = spec.method == "chunks" and spec.content == "same"

@@ -4,24 +4,28 @@
 
 # %% ../nbs/10b_sweeps.ipynb #16d83139
 from __future__ import annotations
-import math
+import hashlib, json, math
 from dataclasses import dataclass, replace
 import numpy as np, pandas as pd
 from scipy import stats
 from tqdm.auto import tqdm
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
-from .config import Profile
-from .data import long_documents, second_corpus_docs
+from .config import (Profile, cache_dir, write_json, sample_seed, decide, decide_all,
+                               decide_accuracy, Record)
+from .data import long_documents, second_corpus_docs, profile_data, fixed_length_samples
 from .evaluate import sliding_window_ppl, ppl_ratio_docs
-from .train import load_zoo_model
-from .finetune import FinetuneSpec, extended_model, load_finetuned
+from .train import load_zoo_model, token_nll
+from .finetune import (FinetuneSpec, extended_model, load_finetuned, finetune_key,
+                                 passkey_accuracy, passkey_min_length)
+from .ablate import ppl_ratio_ci
 
 # %% auto #0
-__all__ = ['INTERP', 'INTERP_NAME', 'PAPER_INTERP_NAME', 'ORIGINAL', 'logged_every', 'b_spec', 'table1_runs', 'chunk_runs',
-           'interpolation_runs', 'pi_only', 'load_run', 'passkey_runs', 'lens_runs', 'eval_set', 'eval_corpora',
-           'doubling_lengths', 'ppl_sweep', 'sweep_ratio', 'wide_ppl', 'growth_ratio', 'ratio_values', 'ppl_spread',
-           'PPLSetup', 'ppl_setup', 'seed_runs', 'pooled', 'seed_ratio', 'seed_spread', 'seed_sweep', 'seed_table',
-           'plain_log_axes']
+__all__ = ['INTERP', 'INTERP_NAME', 'PAPER_INTERP_NAME', 'ORIGINAL', 'CONTROL_TARGETS', 'CONTROL_VERSION', 'logged_every',
+           'b_spec', 'table1_runs', 'chunk_runs', 'interpolation_runs', 'pi_only', 'load_run', 'passkey_runs',
+           'lens_runs', 'control_verdict', 'positive_control', 'gated', 'control_values', 'ControlledRecord',
+           'eval_set', 'eval_corpora', 'doubling_lengths', 'ppl_sweep', 'sweep_ratio', 'wide_ppl', 'growth_ratio',
+           'ratio_values', 'ppl_spread', 'PPLSetup', 'ppl_setup', 'seed_runs', 'pooled', 'seed_ratio', 'seed_spread',
+           'seed_sweep', 'seed_table', 'plain_log_axes']
 
 # %% ../nbs/10b_sweeps.ipynb #360a2922
 def logged_every(P: Profile) -> int:
@@ -29,14 +33,14 @@ def logged_every(P: Profile) -> int:
     return max(1, P.pose_steps // 10)
 
 # %% ../nbs/10b_sweeps.ipynb #66bdb150
-def b_spec(P: Profile, method: str, interpolation: str = "linear", s: int | None = None, **kw) -> FinetuneSpec:
-    """The fine-tune paper B's notebooks share: `method` extended to s·C (default: the first target) with `interpolation`;
-    `kw` are FinetuneSpec's sampler options (n_chunks, content, anchor, base, ...). Only the plain linear PoSE / Full-length
-    runs at the first target log PPL by step, so that every notebook asking for one finds the same cached run."""
+def b_spec(P: Profile, method: str, interpolation: str | None = None, s: int | None = None,
+           **kw) -> FinetuneSpec:
+    "The fine-tune B's notebooks share: `method` to s·C (default: the first target) with `interpolation`."
     s = P.pose_targets[0] if s is None else s
-    plain = all(v == getattr(FinetuneSpec, k) for k, v in kw.items())      # options left at their defaults count as unset
-    logs = method in ("pose", "full-length") and interpolation == "linear" and s == P.pose_targets[0] and plain
-    return FinetuneSpec(method, s, interpolation, eval_every=logged_every(P) if logs else 0, **kw)
+    how = P.pose_interpolation if interpolation is None else interpolation
+    plain = all(v == getattr(FinetuneSpec, k) for k, v in kw.items())   # defaults count as unset
+    logs = method in ("pose", "full-length") and how == P.pose_interpolation and s == P.pose_targets[0] and plain
+    return FinetuneSpec(method, s, how, eval_every=logged_every(P) if logs else 0, **kw)
 
 # %% ../nbs/10b_sweeps.ipynb #27e2958c
 def table1_runs(P: Profile) -> dict[str, FinetuneSpec]:
@@ -66,27 +70,102 @@ def interpolation_runs(P: Profile) -> dict[str, FinetuneSpec]:
 # %% ../nbs/10b_sweeps.ipynb #988112dd
 ORIGINAL = ("original",)                                              # the zoo's RoPE base as it is (direct extrapolation)
 
-def pi_only(s: int) -> tuple:
-    "The run 'PI-only': the zoo's RoPE base with linear interpolation for s·C, not trained."
-    return ("pi-only", int(s))
+def pi_only(s: int, interpolation: str = "linear") -> tuple:
+    "The run 'PI-only': the zoo's RoPE base with `interpolation` for s·C, not trained."
+    return ("pi-only", int(s), interpolation)
 
 def load_run(P: Profile, run):
     "The model of one run: `ORIGINAL`, `pi_only(s)`, or a `FinetuneSpec` (its fine-tune, trained here if not cached)."
     if run == ORIGINAL: return load_zoo_model(P, "rope")
-    if isinstance(run, tuple) and len(run) == 2 and run[0] == "pi-only": return extended_model(P, "rope", "linear", run[1])
+    if isinstance(run, tuple) and len(run) == 3 and run[0] == "pi-only":
+        return extended_model(P, "rope", run[2], run[1])
     if isinstance(run, FinetuneSpec): return load_finetuned(P, run)
     raise ValueError(f"unknown run {run!r}; allowed: ORIGINAL, pi_only(s) or a FinetuneSpec")
 
 # %% ../nbs/10b_sweeps.ipynb #df4f7650
 def passkey_runs(P: Profile) -> dict:
     "B Fig. 2's models by label (B_passkey): the Original, PI-only at the first target, and B Table 1's fine-tunes."
-    return {"Original": ORIGINAL, f"PI-only-{P.pose_targets[0]}C": pi_only(P.pose_targets[0]), **table1_runs(P)}
+    return {"Original": ORIGINAL, f"PI-only-{P.pose_targets[0]}C":
+            pi_only(P.pose_targets[0], P.pose_interpolation), **table1_runs(P)}
 
 def lens_runs(P: Profile) -> dict:
     "AB_lens's models by label: the base read directly, PI-only, and B Table 1's Full-length and PoSE at the first target."
     s, t1 = P.pose_targets[0], table1_runs(P)
-    return {"base (direct)": ORIGINAL, f"PI-only-{s}C": pi_only(s),
+    return {"base (direct)": ORIGINAL, f"PI-only-{s}C": pi_only(s, P.pose_interpolation),
             f"Full-length-{s}C": t1[f"Full-length-{s}C"], f"PoSE-{s}C": t1[f"PoSE-{s}C"]}
+
+# %% ../nbs/10b_sweeps.ipynb #7d826592
+CONTROL_TARGETS = dict(passkey_at_C=0.9, passkey_at_target=0.5, ppl_ratio_at_C=1.10)
+CONTROL_VERSION = "control-v1"
+
+def _control_key(P: Profile, spec: FinetuneSpec) -> str:
+    "Content key of a control measurement: the fine-tune's key, the trials and windows it reads."
+    blob = json.dumps(dict(run=finetune_key(P, spec), trials=P.passkey_trials, windows=P.eval_samples,
+                           targets=CONTROL_TARGETS, version=CONTROL_VERSION), sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+# %% ../nbs/10b_sweeps.ipynb #e94ed705
+def control_verdict(values: dict, trials: int) -> tuple[bool | None, list[str]]:
+    "The control's verdict from its measured values (True / False / None), and the targets it missed."
+    T = CONTROL_TARGETS
+    parts = {"passkey at C": decide_accuracy(values["full_passkey_at_C"], T["passkey_at_C"], trials),
+             "passkey at the target": decide_accuracy(values["full_passkey_at_target"],
+                                                      T["passkey_at_target"], trials),
+             "PPL at C": decide(values["ppl_ratio_at_C"], T["ppl_ratio_at_C"],
+                                values["ppl_ratio_at_C_noise"], "<=")}
+    missed = [k for k, v in parts.items() if v is not True]
+    return decide_all(list(parts.values())), missed
+
+# %% ../nbs/10b_sweeps.ipynb #fb66fd87
+def positive_control(P: Profile, interpolation: str | None = None) -> dict:
+    "Full-length at s₁·C against the Original: its verdict and values (measured once, cached by content)."
+    spec = b_spec(P, "full-length", interpolation)
+    path = cache_dir("control", P.name) / f"{spec.name}-{_control_key(P, spec)}.json"
+    if path.exists():
+        try: return json.loads(path.read_text())
+        except (OSError, ValueError): path.unlink(missing_ok=True)      # damaged: measured again
+    data, C, s, n = profile_data(P), P.C, spec.target, P.passkey_trials
+    full, base = load_run(P, spec).eval(), load_run(P, ORIGINAL).eval()
+    val = fixed_length_samples(data.validation, C, P.eval_samples, seed=sample_seed(P, "validation_ppl"))
+    nf, n0 = (token_nll(m, val, batch_size=16).double().mean(1) for m in (full, base))
+    lo, hi = ppl_ratio_ci(nf, n0)
+    ratio = math.exp(float((nf - n0).mean()))
+    short = passkey_min_length(data.tokenizer, "code")                 # shorter prompts do not fit: NaN
+    pk = lambda m, L: (passkey_accuracy(m, data.tokenizer, L, n, seed=P.seed, variant="code")["accuracy"]
+                       if L >= short else float("nan"))
+    values = dict(run=spec.name, full_passkey_at_C=pk(full, C), full_passkey_at_target=pk(full, s * C),
+                  original_passkey_at_C=pk(base, C), ppl_ratio_at_C=round(ratio, 4),
+                  ppl_ratio_at_C_lo=round(lo, 4), ppl_ratio_at_C_hi=round(hi, 4),
+                  ppl_ratio_at_C_noise=round(max(hi - ratio, ratio - lo), 4), trials=n, windows=len(val))
+    verdict, missed = control_verdict(values, n)
+    out = dict(holds=verdict is True, verdict={True: "holds", False: "fails", None: "not measurable"}[verdict],
+               missed=missed, values=values, targets=CONTROL_TARGETS)
+    write_json(path, out)
+    return out
+
+# %% ../nbs/10b_sweeps.ipynb #b46a9f3a
+def gated(verdict, control: dict):
+    "A B check's verdict when the positive control holds, else None (not measurable)."
+    return verdict if control["holds"] else None
+
+def control_values(control: dict) -> dict:
+    "The control's values for a check, with the reason when it failed."
+    v = {f"control_{k}": x for k, x in control["values"].items()}
+    if control["holds"]: return v
+    miss = ", ".join(control["missed"])
+    why = f"{control['verdict']}, missed: {miss}; {control['values']['run']}"
+    return {**v, "reason": f"not measurable: the positive control did not hold ({why})"}
+
+# %% ../nbs/10b_sweeps.ipynb #c4e5d121
+class ControlledRecord(Record):
+    "A B notebook's Record: each check is decided only when the positive control holds."
+    def __init__(self, artifact: str, profile: Profile, control: dict, **kw):
+        super().__init__(artifact, profile, **kw); self.control = control
+
+    def check(self, claim: str, verdict, *args, sanity: bool = False, ungated: bool = False, **kw):
+        "`Record.check`, with the control's verdict and values added unless `sanity` or `ungated`."
+        if sanity or ungated: return super().check(claim, verdict, *args, sanity=sanity, **kw)
+        return super().check(claim, gated(verdict, self.control), *args, **{**kw, **control_values(self.control)})
 
 # %% ../nbs/10b_sweeps.ipynb #e8c2e473
 def eval_set(docs, length: int, n: int) -> list:
