@@ -12,7 +12,8 @@ LOCAL_CORPORA = ("stdlib", "stdlib-tests")        # built by `data.load_corpus` 
 # %% auto #0
 __all__ = ['LOCAL_CORPORA', 'GIB', 'CPU_MEASURED', 'GPU_FLOPS', 'MC_SECONDS', 'llama_parameters', 'profile_parameters',
            'train_bytes', 'forward_bytes', 'longest_length', 'memory_rows', 'training_flops_per_token', 'flop_rate',
-           'zoo_tokens', 'training_seconds', 'longest_document', 'data_problems', 'available_memory', 'feasibility']
+           'zoo_tokens', 'finetune_tokens', 'training_seconds', 'longest_document', 'data_problems', 'available_memory',
+           'feasibility']
 
 # %% ../nbs/11c_budget.ipynb #66f4a275
 GIB = 2 ** 30
@@ -85,9 +86,17 @@ def zoo_tokens(P: Profile, zoo=None) -> int:
     steps = sum(zoo_recipe(P, m)["steps"] for m in (P.zoo if zoo is None else zoo))
     return steps * P.batch_size * P.C
 
-def training_seconds(P: Profile, finetunes: int = 0, zoo=None) -> float:
-    "Estimated seconds to train zoo entries `zoo` (default: all) and `finetunes` PoSE fine-tunes."
-    ft = finetunes * P.pose_steps * P.pose_batch_size * P.C
+def finetune_tokens(P: Profile, name: str) -> int:
+    "Tokens one fine-tune named `name` trains on: Lt per example for Full-length, Lc for the others."
+    import re
+    t = re.search(r"-(\d+)x(?:-seed\d+)?$", name)
+    per = int(t.group(1)) * P.C if "-full-length-" in name and t else P.C
+    return P.pose_steps * P.pose_batch_size * per
+
+def training_seconds(P: Profile, finetunes: int | list = 0, zoo=None) -> float:
+    "Estimated seconds to train zoo entries `zoo` (default: all) and fine-tunes (a count, or run names)."
+    names = finetunes if isinstance(finetunes, (list, tuple)) else ["pose"] * finetunes
+    ft = sum(finetune_tokens(P, n) for n in names)
     return (zoo_tokens(P, zoo) + ft) * training_flops_per_token(P) / flop_rate(P)
 
 # %% ../nbs/11c_budget.ipynb #4ff36972
@@ -155,7 +164,7 @@ def _base_problem(P: Profile) -> str | None:
     return None
 
 # %% ../nbs/11c_budget.ipynb #1d1e2573
-def feasibility(P: Profile, finetunes: int = 0, hours_warn: float = 2.0) -> tuple[list, list]:
+def feasibility(P: Profile, finetunes: int | list = 0, hours_warn: float = 2.0) -> tuple[list, list]:
     "(problems that refuse the profile, warnings) for a run of `P` on this machine."
     problems = data_problems(P) + [p for p in (_pretrained_problem(P), _base_problem(P)) if p]
     if P.device == "cpu":
@@ -167,7 +176,8 @@ def feasibility(P: Profile, finetunes: int = 0, hours_warn: float = 2.0) -> tupl
                                 f"{have / GIB:.1f} GiB available; lower {', '.join(r['knobs'])}")
     mc = P.mc_iterations * longest_length(P) * MC_SECONDS / 3600
     h = training_seconds(P, finetunes) / 3600
-    warnings = [f"training alone is estimated at ~{h:,.1f} h on this device (zoo + {finetunes} "
+    n = finetunes if isinstance(finetunes, int) else len(finetunes)
+    warnings = [f"training alone is estimated at ~{h:,.1f} h on this device (zoo + {n} "
                 f"fine-tunes, at {flop_rate(P) / 1e9:,.0f} GFLOP/s)"] if h > hours_warn else []
     if mc > hours_warn:
         warnings.append(f"one coverage Monte Carlo of mc_iterations={P.mc_iterations} at {longest_length(P)} "

@@ -483,7 +483,7 @@ def _training_note(P: Profile) -> str:
     "What the caches lack and the estimated time to train it (see `budget.training_seconds`)."
     g = cache_gaps(P)
     if not g["zoo"] and not g["finetunes"]: return "the caches hold the zoo and every recorded fine-tune"
-    s = training_seconds(P, len(g["finetunes"]), zoo=g["zoo"])
+    s = training_seconds(P, list(g["finetunes"]), zoo=g["zoo"])
     return (f"the caches lack {len(g['zoo'])} of {len(P.zoo)} zoo entries and {len(g['finetunes'])} recorded "
             f"fine-tunes: training them adds ~{s / 60:.0f} min (estimate, budget.training_seconds)")
 
@@ -517,13 +517,13 @@ def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False, ov
     P = get_profile(profile, **(overrides or {})) if isinstance(profile, str) else profile
     arts = select(only)
     if dry_run:
-        rows, (problems, warnings) = plan(P, arts, force, trust_committed), feasibility(P, len(_finetune_runs(P)))
+        rows, (problems, warnings) = plan(P, arts, force, trust_committed), feasibility(P, list(_finetune_runs(P)))
         print_plan(P, rows, problems, warnings)
         return dict(profile=P.name, results=P.results_name, plan=rows, ok=[], failed=[], refused=problems,
                     skipped=[r["artifact"] for r in rows if not r["run"]])
     Q = preflight(P, allow_no_gpu)
     if Q.device != P.device: P, overrides = Q, {**(overrides or {}), "device": Q.device}   # --allow-no-gpu: the notebooks see it too
-    problems, warnings = feasibility(P, len(_finetune_runs(P)))          # the profile as a whole, before anything is written
+    problems, warnings = feasibility(P, list(_finetune_runs(P)))          # the profile as a whole, before anything is written
     if problems:
         raise ValueError(f"profile {P.name!r} cannot run on this machine, so nothing was run: " + "; ".join(problems))
     for w in warnings: print(f"posvec: note: {w}", file=sys.stderr)
