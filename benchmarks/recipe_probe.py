@@ -20,13 +20,13 @@ from posvec_lib.train import token_nll, load_zoo_model
 from posvec_lib.finetune import (FinetuneSpec, load_finetuned, finetune_manifest, passkey_accuracy,
                                  extended_model)
 
-RECIPES = {   # name: knob overrides of the profile
-    "cpu-v1": dict(pose_steps=40, pose_interpolation="linear"),
+RECIPES = {   # name: knob overrides of the profile, in the order the probe runs them
     "yarn-200-mix": dict(pose_steps=200, pose_interpolation="yarn_pose", pose_lr_floor=0.1,
                          pose_recall_share=0.1, pose_copy_share=0.5),
-    "yarn-200-plain": dict(pose_steps=200, pose_interpolation="yarn_pose", pose_lr_floor=0.1),
     "linear-200-mix": dict(pose_steps=200, pose_interpolation="linear", pose_lr_floor=0.1,
                            pose_recall_share=0.1, pose_copy_share=0.5),
+    "cpu-v1": dict(pose_steps=40, pose_interpolation="linear"),
+    "yarn-200-plain": dict(pose_steps=200, pose_interpolation="yarn_pose", pose_lr_floor=0.1),
     "yarn-100-mix": dict(pose_steps=100, pose_interpolation="yarn_pose", pose_lr_floor=0.1,
                          pose_recall_share=0.1, pose_copy_share=0.5),
 }
@@ -54,6 +54,16 @@ def measure(model, P, data, s, factors, trials) -> list[dict]:
     return rows
 
 
+def save(rows: list[dict], out: Path):
+    "Write `rows` to `out`, replacing earlier rows of the same runs."
+    old = list(csv.DictReader(out.open())) if out.exists() else []
+    runs = {r["run"] for r in rows}
+    keep = [r for r in old if r["run"] not in runs]
+    fields = list(dict.fromkeys(k for r in keep + rows for k in r))
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, restval=""); w.writeheader(); w.writerows(keep + rows)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="cpu")
@@ -75,8 +85,10 @@ def main():
         for r in got:
             r.update(run=run, recipe=recipe, method=method, interpolation=interp, train_s=train_s, cpu=cpu,
                      base_seed=a.seed, target=s, trials=a.trials)
-        rows.extend(got); print(run, [(r["factor"], r["passkey_code"]) for r in got],
-                                got[0]["val_ppl_C"], got[0]["ppl_target"], flush=True)
+        rows.extend(got)
+        if a.out: save(rows, a.out)                      # after every run: a long probe keeps what it measured
+        print(run, [(r["factor"], r["passkey_code"]) for r in got], got[0]["val_ppl_C"], got[0]["ppl_target"],
+              flush=True)
 
     add("Original", "-", "none", "none", 0.0, load_zoo_model(P0, "rope"), P0)
     for how in sorted({RECIPES[r].get("pose_interpolation", "linear") for r in a.recipes}):
@@ -91,13 +103,7 @@ def main():
             for r in rows[-len(a.factors):]:
                 r.update({k: getattr(P, k) for k in ("pose_steps", "pose_lr", "pose_lr_floor", "pose_warmup",
                                                      "pose_recall_share", "pose_copy_share", "pose_batch_size")})
-    if a.out:                                  # a rerun replaces its own rows
-        old = list(csv.DictReader(a.out.open())) if a.out.exists() else []
-        runs = {r["run"] for r in rows}
-        keep = [r for r in old if r["run"] not in runs]
-        fields = list(dict.fromkeys(k for r in keep + rows for k in r))
-        with a.out.open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=fields, restval=""); w.writeheader(); w.writerows(keep + rows)
+            if a.out: save(rows, a.out)
 
 
 if __name__ == "__main__":
