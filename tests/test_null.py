@@ -4,7 +4,8 @@ import pytest
 import torch
 from scipy import stats
 
-NULL = [8.1, 8.4, 8.9]                       # untrained anchor ratios over three init seeds, say
+from posvec_lib.null import (null_seeds, untrained_copy, null_values, null_interval, beyond_null, null_row,
+                             threshold_and_null, check_values)
 from posvec_lib.variants import tiny_model
 
 NULL = [8.1, 8.4, 8.9]                       # e.g. untrained anchor ratios over three init seeds
@@ -70,3 +71,12 @@ def test_null_values_stack_over_seeds():
     assert d["a"].shape == (2,) and d["b"].shape == (2, 2)
     r = null_row(4.2, 0.3, NULL, measure="anchor ratio", layer=1)
     assert r["beyond_null"] is False and r["measure"] == "anchor ratio"
+
+
+def test_threshold_and_null_both_required():
+    rows = [null_row(30.0, 0.2, NULL, variant="a"), null_row(4.2, 0.3, NULL, variant="b"),
+            null_row(8.6, 0.2, NULL, variant="c"), null_row(1.0, 0.1, [0.1, 0.2, 0.15], variant="d")]
+    assert threshold_and_null(rows, 2.0) == [True, False, None, False]
+    assert threshold_and_null(rows, [2.0, 2.0, 2.0, 0.5]) == [True, False, None, True]
+    v = check_values(rows)
+    assert v["beyond_null"] == {"a": True, "b": False, "c": None, "d": True} and v["n_null_seeds"] == 3
