@@ -4,8 +4,8 @@ import pytest
 import torch
 from scipy import stats
 
-from posvec_lib.null import (null_seeds, untrained_copy, null_values, null_interval, beyond_null, null_row,
-                             threshold_and_null, check_values)
+from posvec_lib.null import (null_seeds, untrained_copy, null_values, null_interval, beyond_null,
+                             null_row, threshold_and_null, check_values)
 from posvec_lib.variants import tiny_model
 
 NULL = [8.1, 8.4, 8.9]                       # e.g. untrained anchor ratios over three init seeds
@@ -75,8 +75,10 @@ def test_null_values_stack_over_seeds():
 
 def test_threshold_and_null_both_required():
     rows = [null_row(30.0, 0.2, NULL, variant="a"), null_row(4.2, 0.3, NULL, variant="b"),
-            null_row(8.6, 0.2, NULL, variant="c"), null_row(1.0, 0.1, [0.1, 0.2, 0.15], variant="d")]
+            null_row(8.6, 0.2, NULL, variant="c"),
+            null_row(1.0, 0.1, [0.1, 0.2, 0.15], variant="d")]
     assert threshold_and_null(rows, 2.0) == [True, False, None, False]
     assert threshold_and_null(rows, [2.0, 2.0, 2.0, 0.5]) == [True, False, None, True]
     v = check_values(rows)
-    assert v["beyond_null"] == {"a": True, "b": False, "c": None, "d": True} and v["n_null_seeds"] == 3
+    assert v["beyond_null"] == {"a": True, "b": False, "c": None, "d": True}
+    assert v["n_null_seeds"] == 3
