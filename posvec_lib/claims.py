@@ -112,7 +112,8 @@ def claims_table(records):
         out.append(dict(id=c["id"], paper=c["paper"], sentence=c["sentence"],
                         verdict=claim_verdict(rows),
                         n_checks=len(own), n_holds=n["holds"], n_fails=n["fails"],
-                        n_models=len({m for r in own for m in r["models"]}),
+                        n_models=len({m for r in own if r["verdict"] != "not measurable"
+                                      for m in r["models"]}),
                         artifacts=", ".join(sorted({r["artifact"] for r in own})),
                         n_extensions=len(ext), extension_verdict=claim_verdict(ext),
                         kind=c["kind"]))

@@ -7,13 +7,15 @@ from __future__ import annotations
 import html, json, math, os, re, time
 from pathlib import Path
 from .record import read_result, read_run, confined
+from .claims import PAPERS, claims_table, unregistered, load_claims
 from .config import Profile, get_profile, figures_dir, project_root, write_json, atomic_write, ZOO_VARIANTS, VERDICTS, disk_errors
 from .reproduce import (ARTIFACTS, PAPER_ITEMS, list_artifacts, git_commit, _jsonable, status,
                                   inputs_hash)
 
 # %% auto #0
-__all__ = ['REPORT_KNOBS', 'CLAIM_HEADER', 'REPORT_CSS', 'REPORT_TEMPLATE', 'claim_counts', 'report_data', 'fmt_num', 'fmt_pct',
-           'telling_values', 'claim_rows', 'paper_counts', 'results_table', 'write_report', 'write_html_report']
+__all__ = ['REPORT_KNOBS', 'COUNT_COLUMNS', 'REGISTRY_HEADER', 'CLAIM_HEADER', 'REPORT_CSS', 'REPORT_TEMPLATE', 'claim_counts',
+           'report_data', 'fmt_num', 'fmt_pct', 'headline', 'telling_values', 'claim_rows', 'paper_counts',
+           'results_table', 'write_report', 'write_html_report']
 
 # %% ../nbs/11a_report.ipynb #0b168a30
 REPORT_KNOBS = ("device", "dtype", "seed", "threads", "C", "window", "small_window", "d_model", "n_layers", "n_heads", "d_ff",
@@ -65,7 +67,9 @@ def report_data(P: Profile) -> dict:
     zoo = dict(sorted(zoo.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
     walls = {r["status"]["artifact"]: r["run"].get("wall_time_s") for r in rows}
     commits = sorted({r["run"]["commit"] for r in rows if r["run"].get("commit")})      # '+dirty' kept: it says the code was not committed
+    results = [r["result"] for r in rows if r["result"]]
     return dict(profile=P, knobs={k: knobs[k] for k in REPORT_KNOBS if k in knobs}, digest=P.digest(), listing=L, rows=rows,
+                claims=claims_table(results), unregistered=unregistered(results),
                 counts=counts, findings=findings, zoo=zoo, finetuned=dict(sorted(tuned.items())), pretrained=pre,
                 corpora=corpora, commit=git_commit(), run_commits=commits, walls=walls,
                 total_wall=round(sum(w for w in walls.values() if w), 1),
@@ -97,14 +101,30 @@ def _split3(d) -> str:
     return " / ".join(f"{(d or {}).get(s, '?'):,}" if isinstance((d or {}).get(s), int) else "?" for s in ("train", "validation", "test"))
 
 # %% ../nbs/11a_report.ipynb #f4bc728a
+def headline(D) -> dict:
+    "The headline's counts: registered claims checked on the paper's models by verdict; extensions, unregistered apart."
+    t = D["claims"]; c = t[t.n_checks > 0]
+    return dict({v: int((c.verdict == v).sum()) for v in VERDICTS}, checked=len(c), registered=len(t),
+                checks=int(c.n_checks.sum()), extensions=int(t.n_extensions.sum()), unregistered=D["unregistered"])
+
+def _claims_note(k) -> str:
+    "What the headline's numbers count, and what they leave out (extensions, checks that name no claim)."
+    u, e = k["unregistered"], k["extensions"]
+    return (f"{k['checked']} of {k['registered']} registered claims checked, each counted once over its checks"
+            + (f"; {e} extension check{'s' if e != 1 else ''} (models the paper does not make the claim about) "
+               "counted apart" if e else "")
+            + (f"; {sum(u.values())} checks name no claim id (unregistered: {u['holds']} hold, {u['fails']} fail, "
+               f"{u['not measurable']} not measurable)" if sum(u.values()) else ""))
+
 def _summary_lines(D) -> list[str]:
-    c, L = D["counts"], D["listing"]
+    c, L, k = D["counts"], D["listing"], headline(D)
     nd = D["not_done"]
     wall = (f" ({c['wall-clock']} wall-clock check{'s' if c['wall-clock'] != 1 else ''} not counted: their verdicts depend on "
             "the machine's load)") if c["wall-clock"] else ""
     if c.get("sanity"): wall += (f" ({c['sanity']} sanity check{'s' if c['sanity'] != 1 else ''} not counted: true by construction "
                                  "or a validation of a harness, not evidence about a paper)")
-    return [f"Claims: **{c['holds']} hold**, **{c['fails']} fail**, **{c['not measurable']} not measurable** at this scale{wall}.",
+    return [f"Claims: **{k['holds']} hold**, **{k['fails']} fail**, **{k['not measurable']} not measurable** at this scale "
+            f"({_claims_note(k)}){wall}.",
             f"Paper items covered: {len(PAPER_ITEMS) - len(L['missing'])} of {len(PAPER_ITEMS)}. "
             f"Missing: {', '.join(L['missing']) if L['missing'] else 'none'}.",
             (f"Artifacts without a current result ({len(nd)} of {len(D['rows'])}): " + ", ".join(f"**{n}** ({s})" for n, s in nd) + "."
@@ -224,24 +244,33 @@ def claim_rows(D: dict) -> list[dict]:
     return sorted(rows, key=lambda x: (_natural(x["source"]), x["order"]))
 
 # %% ../nbs/11a_report.ipynb #1dbf70d3
+COUNT_COLUMNS = (*VERDICTS, "not checked", "checks", "on 2+ models", "extension checks")
+
 def paper_counts(D: dict) -> dict:
-    "Counted claims by paper (A, B; rebuttal claims under their paper) and verdict: the README's results table."
-    out = {}
-    for r in claim_rows(D):
-        if r["kind"]: continue
-        m = re.match(r"([AB])\b", r["source"]); paper = m[1] if m else "other"
-        n = out.setdefault(paper, dict.fromkeys(VERDICTS, 0)); n[r["verdict"]] += 1
-    return dict(sorted(out.items()))
+    "Registered claims by paper: checked ones by verdict, unchecked, checks, claims on 2+ models, extensions."
+    t, out = D["claims"], {}
+    for p in PAPERS:
+        s = t[t.paper == p]; c = s[s.n_checks > 0]
+        out[p] = dict({v: int((c.verdict == v).sum()) for v in VERDICTS}, **{
+            "not checked": len(s) - len(c), "checks": int(s.n_checks.sum()),
+            "on 2+ models": int((c.n_models >= 2).sum()), "extension checks": int(s.n_extensions.sum())})
+    return out
 
 def results_table(profile: str = "cpu") -> str:
     "A Markdown table of `paper_counts` for a profile's committed results, with a link to its report."
-    P = get_profile(profile); D = report_data(P); c = paper_counts(D)
-    rows = [[p, *[str(n[v]) for v in VERDICTS]] for p, n in c.items()]
-    rows.append(["all", *[str(sum(n[v] for n in c.values())) for v in VERDICTS]])
+    P = get_profile(profile); D = report_data(P); c = paper_counts(D); u = D["unregistered"]
+    rows = [[p, *[str(n[k]) for k in COUNT_COLUMNS]] for p, n in c.items()]
+    rows.append(["all", *[str(sum(n[k] for n in c.values())) for k in COUNT_COLUMNS]])
+    if sum(u.values()):
+        rows.append(["unregistered checks", *[str(u[v]) for v in VERDICTS], "", str(sum(u.values())), "", ""])
     stale = sum(r["status"]["status"] != "done" for r in D["rows"])
     note = (f"{stale} of {len(D['rows'])} artifacts are not current with the code (`posvec list`)"
             if stale else f"all {len(D['rows'])} artifacts current")
-    return "\n".join(_md_table(["paper", *VERDICTS], rows) + ["", f"From `figures/{P.results_name}/*/result.json`; "
+    return "\n".join(_md_table(["paper", *COUNT_COLUMNS], rows) + ["", "Claims of the registry "
+                     "[data/claims.csv](data/claims.csv), each counted once however many checks and models test it "
+                     "(a claim fails when a check on the paper's models fails); extension checks (other models) and "
+                     "checks that name no claim id (unregistered) are counted apart. "
+                     f"From `figures/{P.results_name}/*/result.json`; "
                      f"{note}; every check with its values: [REPORT.md](figures/{P.results_name}/REPORT.md)."])
 
 # %% ../nbs/11a_report.ipynb #e9712545
@@ -259,6 +288,20 @@ def _status_line(r) -> str:
     return s
 
 # %% ../nbs/11a_report.ipynb #5c0af919
+REGISTRY_HEADER = ["claim", "paper", "the paper says", "verdict", "checks (hold / fail)", "models",
+                   "artifacts", "extensions"]
+
+def _registry_md(t) -> list[str]:
+    "The registered claims that have checks, one row each: what the headline counts."
+    t = t[(t.n_checks > 0) | (t.n_extensions > 0)]
+    if not len(t): return []
+    return ["## Claims by registry id", "", "Each claim of `data/claims.csv` once, with the checks and "
+            "models it was tested on; checks on other models (extensions) apart.", ""] + _md_table(
+        REGISTRY_HEADER, [[r.id, r.paper, _short(r.sentence), f"**{r.verdict}**",
+                           f"{r.n_checks} ({r.n_holds} / {r.n_fails})", r.n_models, r.artifacts,
+                           f"{r.n_extensions}: {r.extension_verdict}" if r.n_extensions else ""]
+                          for r in t.itertuples()]) + [""]
+
 CLAIM_HEADER = ["artifact", "paper item", "the paper says", "our claim", "measured (ours; paper)",
                 "verdict"]
 
@@ -276,6 +319,7 @@ def write_report(profile: str | Profile = "cpu") -> Path:
     lines = [f"# Reproduction report — profile `{P.name}`", ""]
     for l in _summary_lines(D): lines += [l, ""]
     C = claim_rows(D)
+    lines += _registry_md(D["claims"])
     lines += ["## Claims", "", "Counted checks, by paper item; each artifact's section below gives "
               "the threshold and every value.", ""]
     lines += _claims_md([r for r in C if not r["kind"]]) + [""]
@@ -356,7 +400,8 @@ REPORT_TEMPLATE = """<!doctype html>
 <p class=summary>Claims: <b class=holds>{{ c.holds }} hold</b>,
 <b class=fails>{{ c.fails }} fail</b>,
 <b class=not-measurable>{{ c['not measurable'] }} not measurable</b> at this scale;
-{{ not_counted|length }} checks not counted (<a href="#not-counted">sanity and wall-clock</a>).</p>
+{{ not_counted|length }} checks not counted (<a href="#not-counted">sanity and wall-clock</a>);
+{{ claims_note }}.</p>
 {{ claims_table(counted, "claims") }}
 {% if not_counted %}<details id=not-counted><summary>{{ not_counted|length }} checks not counted:
 sanity facts (true by construction or a harness validation) and wall-clock checks (depend on the
@@ -441,7 +486,7 @@ def write_html_report(P: Profile, D: dict) -> Path:
     coverage = Markup(re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", str(escape(f"{s1} {s2}"))))
     env = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
     doc = env.from_string(REPORT_TEMPLATE).render(
-        P=P, c=D["counts"], header=CLAIM_HEADER, counted=[r for r in C if not r["kind"]],
+        P=P, c=headline(D), claims_note=_claims_note(headline(D)), header=CLAIM_HEADER, counted=[r for r in C if not r["kind"]],
         not_counted=[r for r in C if r["kind"]], coverage=coverage, rows=D["rows"], figures=figures,
         tables=tables, setup=_setup_tables(D), css=Markup(REPORT_CSS), status_line=_status_line,
         fmt=_fmt, md=lambda s: Markup(_md_inline(s)))

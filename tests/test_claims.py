@@ -1,0 +1,70 @@
+"""The claims registry: it ships with the package, every claim id a check or the map names is in
+it, and a notebook that names ids names one in every counted check."""
+import ast, json, re, subprocess, sys
+from pathlib import Path
+import pytest
+from posvec_lib.claims import load_claims
+
+def _is_check(n) -> bool:
+    return (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "check"
+            and isinstance(n.func.value, ast.Name) and n.func.value.id == "rec")
+
+def _checks(nb):
+    "Every `rec.check(...)` of an experiment notebook: (its first argument's text, its keywords)."
+    out = []
+    for c in json.loads(nb.read_text())["cells"]:
+        src = "".join(c["source"])
+        if c["cell_type"] != "code" or "rec.check" not in src: continue
+        code = "\n".join(l for l in src.splitlines() if not l.lstrip().startswith(("%", "!")))
+        for n in ast.walk(ast.parse(code)):
+            if _is_check(n):
+                kw = {k.arg: k.value for k in n.keywords if k.arg}
+                out.append((ast.unparse(n.args[0])[:80], kw))
+    return out
+
+def _experiments(root):
+    return sorted((root / "nbs" / "experiments").glob("*.ipynb"))
+
+def _named(kw) -> set:
+    "The claim ids an `id=` expression can take (its literal strings shaped like ids)."
+    return {s.value for s in ast.walk(kw.get("id", ast.Constant(""))) if isinstance(s, ast.Constant)
+            and isinstance(s.value, str) and re.fullmatch(r"[AB]-[\w-]+", s.value)}
+
+def test_every_named_id_is_registered(root):
+    ids = set(load_claims().id)
+    for nb in _experiments(root):
+        for claim, kw in _checks(nb):                      # an id may be chosen by an expression
+            assert _named(kw) <= ids, (nb.name, claim, sorted(_named(kw) - ids))
+    mapped = set(re.findall(r"`([AB]-[\w-]+)`", (root / "data" / "claims-map.md").read_text()))
+    assert mapped and mapped <= ids, sorted(mapped - ids)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+@pytest.mark.parametrize("nb", _experiments(ROOT), ids=lambda p: p.stem)
+def test_counted_checks_name_a_claim(nb):
+    "A notebook that names claim ids names one in every counted check (data/claims-map.md: which)."
+    checks = _checks(nb)
+    sanity = lambda kw: isinstance(kw.get("sanity"), ast.Constant) and kw["sanity"].value is True
+    if not any("id" in kw for _, kw in checks): pytest.skip(f"{nb.stem} names no claim ids yet")
+    lacking = [c for c, kw in checks if "id" not in kw and not sanity(kw)]
+    assert not lacking, f"{nb.stem}: checks without a claim id: {lacking}"
+
+def test_installed_package_reads_its_own_copy(root, tmp_path):
+    "The wheel ships data/claims.csv as posvec_lib/registry/claims.csv, read outside a clone."
+    pip = [sys.executable, "-m", "pip"]
+    subprocess.run(pip + ["wheel", str(root), "--no-deps", "--no-build-isolation", "-q", "-w",
+                          str(tmp_path / "dist")], check=True, capture_output=True, cwd=tmp_path)
+    whl = next((tmp_path / "dist").glob("posvec-*.whl"))
+    site = tmp_path / "site"
+    subprocess.run(pip + ["install", "--no-deps", "-q", "--target", str(site), str(whl)],
+                   check=True, capture_output=True)
+    code = ("import posvec_lib.claims as c; p = c.registry_path(); print(p); "
+            "print(len(c.load_claims()), c.claim('A-anchor-L1')['paper'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                         env={"PYTHONPATH": str(site), "HOME": str(tmp_path)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    path, counts = out.stdout.splitlines()
+    assert path == str(site / "posvec_lib" / "registry" / "claims.csv"), path
+    assert counts == f"{len(load_claims())} A"
+    assert (site / "posvec_lib" / "registry" / "claims.csv").read_bytes() == \
+           (root / "data" / "claims.csv").read_bytes()
