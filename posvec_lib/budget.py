@@ -13,7 +13,7 @@ LOCAL_CORPORA = ("stdlib", "stdlib-tests")        # built by `data.load_corpus` 
 __all__ = ['LOCAL_CORPORA', 'GIB', 'CPU_MEASURED', 'GPU_FLOPS', 'MC_SECONDS', 'llama_parameters', 'profile_parameters',
            'train_bytes', 'forward_bytes', 'longest_length', 'memory_rows', 'training_flops_per_token', 'flop_rate',
            'zoo_tokens', 'finetune_tokens', 'training_seconds', 'longest_document', 'data_problems', 'available_memory',
-           'feasibility']
+           'memory_problem', 'feasibility']
 
 # %% ../nbs/11c_budget.ipynb #66f4a275
 GIB = 2 ** 30
@@ -133,6 +133,13 @@ def available_memory() -> int:
     except OSError: pass
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
+def memory_problem(nbytes: float, what: str, lower: str = "", share: float = 0.9) -> str | None:
+    "One line when `what` needs more than `share` of the available memory, naming what to lower; else None."
+    have = available_memory()
+    if nbytes <= share * have: return None
+    return (f"{what} needs ~{nbytes / GIB:,.1f} GiB and this machine has {have / GIB:.1f} GiB available"
+            + (f"; lower {lower}" if lower else ""))
+
 def _pretrained_problem(P: Profile) -> str | None:
     "A pretrained model the profile measures that cannot be found, or a length beyond its window."
     if not P.pretrained_model: return None
@@ -148,11 +155,9 @@ def _pretrained_problem(P: Profile) -> str | None:
         return (f"pretrained_length={P.pretrained_length} is beyond {P.pretrained_model}'s window of "
                 f"{window} tokens; allowed: ≤ {window}")
     heads, T = getattr(cfg, "num_attention_heads", 1) or 1, max(P.pretrained_passkey_lengths or (0,))
-    if P.device == "cpu" and 8 * heads * T * T > 0.9 * available_memory():
-        return (f"pretrained_passkey_lengths: a passkey prompt of {T} tokens needs ~"
-                f"{8 * heads * T * T / GIB:,.0f} GiB of attention scores; this machine has "
-                f"{available_memory() / GIB:.1f} GiB available")
-    return None
+    if P.device != "cpu": return None
+    return memory_problem(8 * heads * T * T, f"pretrained_passkey_lengths: the attention scores of a passkey "
+                          f"prompt of {T} tokens", "pretrained_passkey_lengths")
 
 def _base_problem(P: Profile) -> str | None:
     "A local base model the profile continues from that cannot be read."
@@ -168,12 +173,7 @@ def feasibility(P: Profile, finetunes: int | list = 0, hours_warn: float = 2.0) 
     "(problems that refuse the profile, warnings) for a run of `P` on this machine."
     problems = data_problems(P) + [p for p in (_pretrained_problem(P), _base_problem(P)) if p]
     if P.device == "cpu":
-        have = available_memory()
-        for r in memory_rows(P):
-            if r["bytes"] > 0.9 * have:
-                problems.append(f"{r['what']} needs ~{r['bytes'] / GIB:,.1f} GiB and this "
-                                f"machine has "
-                                f"{have / GIB:.1f} GiB available; lower {', '.join(r['knobs'])}")
+        problems += [p for r in memory_rows(P) if (p := memory_problem(r["bytes"], r["what"], ", ".join(r["knobs"])))]
     mc = P.mc_iterations * longest_length(P) * MC_SECONDS / 3600
     h = training_seconds(P, finetunes) / 3600
     n = finetunes if isinstance(finetunes, int) else len(finetunes)

@@ -198,10 +198,9 @@ def _window_args(docs: TokenizedDocs, length, n, bos: bool, what: str):
     for name, v, lo in (("length", length, 1 + int(bool(bos))), ("n", n, 1)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise ValueError(f"{what}: {name}={v!r}; allowed: an integer ≥ {lo}")
-    from posvec_lib.budget import available_memory, GIB
-    if 8 * n * length > 0.9 * available_memory():
-        raise ValueError(f"{what}: n={n} windows of {length} tokens need ~{8 * n * length / GIB:,.1f} GiB and "
-                         f"this machine has {available_memory() / GIB:.1f} GiB available; lower n or length")
+    from posvec_lib.budget import memory_problem
+    if (p := memory_problem(8 * n * length, f"{what}: n={n} windows of {length} tokens", "n or length")):
+        raise ValueError(p)
     if bos and docs.bos_id is None:
         raise ValueError(f"{what}: bos=True but these documents have no BOS id (the tokenizer adds none); "
                          "pass bos=False")

@@ -400,10 +400,10 @@ def check_inspect_args(a) -> dict:
         raise ValueError(f"--text {a.text!r} is a folder; give a text file")
     if a.text is not None and not Path(a.text).is_file():
         raise FileNotFoundError(f"--text {a.text!r} does not exist")
-    from posvec_lib.budget import available_memory, GIB
-    need(8 * a.samples * a.length < 0.5 * available_memory(),
-         f"--samples {a.samples} × --length {a.length} need ~{8 * a.samples * a.length / GIB:,.1f} GiB of "
-         f"token ids alone; this machine has {available_memory() / GIB:.1f} GiB available")
+    from posvec_lib.budget import memory_problem
+    p = memory_problem(8 * a.samples * a.length, f"--samples {a.samples} × --length {a.length} (token ids alone)",
+                       "--samples or --length", share=0.5)
+    need(p is None, p or "")
     try: layers = [int(x) for x in a.layers.split(",")] if a.layers else None
     except ValueError:
         raise ValueError(f"--layers {a.layers!r}; allowed: comma-separated 0-based layer numbers"

@@ -219,11 +219,8 @@ def coverage_positions(Lc: int, Lt: int, method: str, rng: np.random.Generator, 
 
 def _fits_in_memory(nbytes: int, what: str):
     "Refuse an allocation this machine cannot hold, naming it, before it is tried."
-    from posvec_lib.budget import available_memory, GIB
-    have = available_memory()
-    if nbytes > 0.9 * have:
-        raise ValueError(f"{what} needs ~{nbytes / GIB:,.1f} GiB and this machine has {have / GIB:.1f} GiB available; "
-                         "lower Lt (or batch)")
+    from posvec_lib.budget import memory_problem
+    if (p := memory_problem(nbytes, what, "Lt (or batch)")): raise ValueError(p)
 
 def coverage_probability(Lc: int, Lt: int, method: str = "pose", n_chunks: int = 2, iterations: int = 10000,
                          rng: np.random.Generator | None = None, anchor: str = "start", offsets: str = "sequential",

@@ -94,7 +94,7 @@ def lens_runs(P: Profile) -> dict:
     return {"base (direct)": ORIGINAL, f"PI-only-{s}C": pi_only(s, P.pose_interpolation),
             f"Full-length-{s}C": t1[f"Full-length-{s}C"], f"PoSE-{s}C": t1[f"PoSE-{s}C"]}
 
-# %% ../nbs/10b_sweeps.ipynb #7d826592
+# %% ../nbs/10b_sweeps.ipynb #23557f2b
 CONTROL_TARGETS = dict(passkey_at_C=0.9, passkey_at_target=0.5, ppl_ratio_at_C=1.10)
 CONTROL_VERSION = "control-v1"
 
@@ -104,7 +104,7 @@ def _control_key(P: Profile, spec: FinetuneSpec) -> str:
                            targets=CONTROL_TARGETS, version=CONTROL_VERSION), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
-# %% ../nbs/10b_sweeps.ipynb #e94ed705
+# %% ../nbs/10b_sweeps.ipynb #8887d98e
 def control_verdict(values: dict, trials: int) -> tuple[bool | None, list[str]]:
     "The control's verdict from its measured values (True / False / None), and the targets it missed."
     T = CONTROL_TARGETS
@@ -116,7 +116,7 @@ def control_verdict(values: dict, trials: int) -> tuple[bool | None, list[str]]:
     missed = [k for k, v in parts.items() if v is not True]
     return decide_all(list(parts.values())), missed
 
-# %% ../nbs/10b_sweeps.ipynb #fb66fd87
+# %% ../nbs/10b_sweeps.ipynb #1bd250ed
 def positive_control(P: Profile, interpolation: str | None = None) -> dict:
     "Full-length at s₁·C against the Original: its verdict and values (measured once, cached by content)."
     spec = b_spec(P, "full-length", interpolation)
@@ -143,7 +143,7 @@ def positive_control(P: Profile, interpolation: str | None = None) -> dict:
     write_json(path, out)
     return out
 
-# %% ../nbs/10b_sweeps.ipynb #b46a9f3a
+# %% ../nbs/10b_sweeps.ipynb #9d3bf737
 def gated(verdict, control: dict):
     "A B check's verdict when the positive control holds, else None (not measurable)."
     return verdict if control["holds"] else None
@@ -156,7 +156,7 @@ def control_values(control: dict) -> dict:
     why = f"{control['verdict']}, missed: {miss}; {control['values']['run']}"
     return {**v, "reason": f"not measurable: the positive control did not hold ({why})"}
 
-# %% ../nbs/10b_sweeps.ipynb #c4e5d121
+# %% ../nbs/10b_sweeps.ipynb #e3681075
 class ControlledRecord(Record):
     "A B notebook's Record: each check is decided only when the positive control holds."
     def __init__(self, artifact: str, profile: Profile, control: dict, **kw):

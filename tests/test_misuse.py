@@ -194,7 +194,7 @@ def test_documents_with_broken_offsets_refused():
 def test_sample_windows_beyond_memory_refused():
     from posvec_lib.data import TokenizedDocs, fixed_length_samples
     docs = TokenizedDocs(np.arange(200, dtype=np.int32), np.array([0, 200]), 0)
-    with pytest.raises(ValueError, match="windows of 32 tokens need ~"): fixed_length_samples(docs, 32, 10**11)
+    with pytest.raises(ValueError, match="windows of 32 tokens needs ~"): fixed_length_samples(docs, 32, 10**11)
 
 
 def test_unknown_extension_setting_lists_the_allowed_ones(model):
