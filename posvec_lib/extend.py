@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_extend.ipynb #a7c4fa82
 from __future__ import annotations
-import hashlib, itertools, json, math
+import functools, hashlib, itertools, json, math
 from contextlib import ExitStack
 from typing import Callable
 import numpy as np
@@ -13,25 +13,26 @@ import torch
 from transformers import PretrainedConfig
 from .config import Profile, SAMPLE_SEEDS, cache_dir, write_json, atomic_write, load_sealed, seal, decide, decide_all
 from .trace import Extension, active_extensions, hooks, run_with_cache, decoder_layers, as_token_batch
-from .decompose import PositionalVectors, positional_vectors, cosine_matrix
+from .decompose import PositionalVectors, positional_vectors, cosine_matrix, combine
 from .rope import apply_interpolation
 from .variants import ATTENTION_KINDS, supported_models
 from .train import token_nll
 from .evaluate import suffix_logits
 
 # %% auto #0
-__all__ = ['NEEDS', 'EXTENSIONS', 'RESOLVING_ERROR', 'SIMI_REL_IN_DISTRIBUTION', 'REPLICATE_SEEDS', 'IDENTITY_SETTINGS',
-           'check_extensible', 'ConfigChange', 'NoChange', 'attention_scaling', 'initial_scaling', 'window_extension',
-           'DynamicNTK', 'dynamic_ntk', 'dynamic_ntk_scale', 'interpolate_positions', 'replacement_shift',
-           'PositionalVectorReplacement', 'positional_vector_replacement', 'no_extension', 'extend',
-           'cached_positional_vectors', 'similarity_to_window', 'window_match', 'beyond_similarity',
+__all__ = ['NEEDS', 'EXTENSIONS', 'RESOLVING_ERROR', 'IN_WINDOW_LEVEL', 'SHARE_IN_DISTRIBUTION', 'N_GROUPS', 'REPLICATE_SEEDS',
+           'IDENTITY_SETTINGS', 'check_extensible', 'ConfigChange', 'NoChange', 'attention_scaling', 'initial_scaling',
+           'window_extension', 'DynamicNTK', 'dynamic_ntk', 'dynamic_ntk_scale', 'interpolate_positions',
+           'replacement_shift', 'PositionalVectorReplacement', 'positional_vector_replacement', 'no_extension',
+           'extend', 'cached_positional_vectors', 'similarity_to_window', 'window_match', 'beyond_similarity',
            'window_similarity', 'identification_error', 'ratio_from_matches', 'effective_ratio',
            'same_position_similarity', 'same_position_level', 'resolving_layers', 'ratio_over_layers', 'ratio_close_to',
-           'ratio_matches_factor', 'relative_similarity', 'interval_means', 'sink_by_position', 'positional_logits',
-           'logits_similarity', 'search_grid', 'ppl_of', 'ppl_search', 'beats_direct', 'reference_samples',
-           'replicate_samples', 'reference_positional_vectors', 'default_grid', 'tuned_setting', 'setting_for_length',
-           'extension_kwargs', 'repetition_lengths', 'repetition_samples', 'repetition_control', 'repetition_accuracy',
-           'window_input_similarity', 'needle_similarity']
+           'ratio_matches_factor', 'relative_similarity', 'nearest_distance', 'in_window_share', 'group_vectors',
+           'pooled', 'share_interval', 'interval_means', 'sink_by_position', 'positional_logits', 'logits_similarity',
+           'search_grid', 'ppl_of', 'ppl_search', 'beats_direct', 'reference_samples', 'replicate_samples',
+           'reference_positional_vectors', 'reference_group_vectors', 'default_grid', 'tuned_setting',
+           'setting_for_length', 'extension_kwargs', 'repetition_lengths', 'repetition_samples', 'repetition_control',
+           'repetition_accuracy', 'window_input_similarity', 'needle_similarity']
 
 # %% ../nbs/07_extend.ipynb #7750baea
 NEEDS = {"direct": (), "attention_scaling": ("layers", "posvec_attention"), "initial_scaling": ("layers", "posvec_attention"),
@@ -372,10 +373,8 @@ def ratio_matches_factor(ratio: float, ratio_ref: float, noise: float, factor: f
 
 
 # %% ../nbs/07_extend.ipynb #7cec83cc
-SIMI_REL_IN_DISTRIBUTION = 0.95
-
 def relative_similarity(p_rep, p_ref, C: int, T: int | None = None, start: int = 4, layer: int = -1, centred: bool = True) -> dict:
-    "simi_rel of one model: beyond-C match of replicate vectors to its own in-window reference vectors over the in-window level; noise = role-swap change."
+    "simi_rel: beyond-C over in-window match of replicate to own reference vectors; noise: role swap."
     def rel(a, b):
         sim, _ = window_match(a, b, C, centred)
         hi = T or sim.shape[1]
@@ -384,8 +383,67 @@ def relative_similarity(p_rep, p_ref, C: int, T: int | None = None, start: int =
     (b1, w1), (b2, w2) = rel(p_rep, p_ref), rel(p_ref, p_rep)
     r1, r2 = b1 / w1, b2 / w2
     noise = abs(r1 - r2)
-    return dict(simi_rel=r1, simi_beyond=b1, simi_in_window=w1, noise=noise,
-                in_distribution=decide(r1, SIMI_REL_IN_DISTRIBUTION, noise))
+    return dict(simi_rel=r1, simi_beyond=b1, simi_in_window=w1, noise=noise)
+
+# %% ../nbs/07_extend.ipynb #2825981a
+IN_WINDOW_LEVEL = 0.95          # yardstick: this quantile of the in-window nearest distances
+SHARE_IN_DISTRIBUTION = 0.5     # in distribution: most beyond-window vectors are in-window-like
+
+def nearest_distance(q: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    "Euclidean distance of each row of q [n, d] to its nearest row of ref [m, d] -> [n]."
+    return torch.cdist(q.double()[None], ref.double()[None])[0].min(-1).values
+
+def in_window_share(p_rep, p_ref, C: int, T: int | None = None, start: int = 4, layer: int = -1,
+                    level: float = IN_WINDOW_LEVEL) -> float:
+    "Share of replicate vectors at t ∈ [C, T) as near in-window reference vectors as those in C."
+    a, b = _pv(p_rep)[layer], _pv(p_ref)[layer]                             # [T, d] each
+    hi = T or a.shape[0]
+    if hi <= C or a.shape[0] < hi or b.shape[0] < C or not 0 <= start < C - 1:
+        raise ValueError(f"need replicate vectors beyond C={C} up to T={hi} (they cover "
+                         f"{a.shape[0]}), reference vectors up to C (they cover {b.shape[0]}) "
+                         f"and 0 ≤ start < C − 1")
+    ref = b[start:C]
+    yardstick = torch.quantile(nearest_distance(a[start:C], ref), level)
+    return float((nearest_distance(a[C:hi], ref) <= yardstick).double().mean())
+
+# %% ../nbs/07_extend.ipynb #5f6e0671
+N_GROUPS = 16
+
+def group_vectors(model, samples: torch.Tensor, n_groups: int = N_GROUPS,
+                  disk: bool = True) -> list[PositionalVectors]:
+    "Positional vectors of `model` on `n_groups` disjoint groups of samples [N, T] (memoised)."
+    samples = as_token_batch(samples, "samples")
+    if not (isinstance(n_groups, int) and 2 <= n_groups <= len(samples)):
+        raise ValueError(f"n_groups={n_groups!r}; allowed: an integer from 2 to the "
+                         f"{len(samples)} samples")
+    return [cached_positional_vectors(model, x, disk=disk) for x in samples.tensor_split(n_groups)]
+
+def pooled(groups) -> PositionalVectors:
+    "The positional vectors of the union of disjoint groups (exact)."
+    return functools.reduce(combine, groups)
+
+# %% ../nbs/07_extend.ipynb #833d712f
+def share_interval(rep_groups, ref_groups, C: int, T: int | None = None, start: int = 4,
+                   layer: int = -1, threshold: float = SHARE_IN_DISTRIBUTION,
+                   n_resamples: int = 999, seed: int = 0) -> dict:
+    "`in_window_share` of pooled groups, its 95% bootstrap interval over groups, noise and verdict."
+    from scipy import stats
+    def stack(gs):
+        n = torch.tensor([float(x.n_samples) for x in gs], dtype=torch.float64)
+        return torch.stack([_pv(x)[layer] for x in gs]), n                # [G, T, d], [G]
+    (a, na), (b, nb) = stack(rep_groups), stack(ref_groups)
+    mean = lambda x, n, i: ((x[i] * n[i, None, None]).sum(0) / n[i].sum())[None]
+    def share(i, j):
+        i, j = torch.as_tensor(i, dtype=torch.long), torch.as_tensor(j, dtype=torch.long)
+        return in_window_share(mean(a, na, i), mean(b, nb, j), C, T, start, layer=0)
+    value = share(np.arange(len(a)), np.arange(len(b)))
+    ci = stats.bootstrap((np.arange(len(a)), np.arange(len(b))), share, paired=False,
+                         vectorized=False, n_resamples=n_resamples, method="percentile",
+                         rng=np.random.default_rng(seed))
+    lo, hi = float(ci.confidence_interval.low), float(ci.confidence_interval.high)
+    noise = max(value - lo, hi - value, 0.0)
+    return dict(share=value, lo=lo, hi=hi, noise=noise, n_groups=[len(a), len(b)],
+                in_distribution=decide(value, threshold, noise))
 
 # %% ../nbs/07_extend.ipynb #4721aac0
 def interval_means(x: torch.Tensor, C: int, edges=(0, 1, 1.5, 2), skip: int = 0) -> dict:
@@ -476,6 +534,14 @@ def reference_positional_vectors(P: Profile, model, replicate: int = 0, T: int |
     if replicate not in (0, 1): raise ValueError(f"replicate must be 0 (reference) or 1 (independent samples), got {replicate!r}")
     samples = reference_samples(P, T, seed=REPLICATE_SEEDS[0]) if replicate == 0 else replicate_samples(P, T)
     return cached_positional_vectors(model, samples, batch_size=16)
+
+# %% ../nbs/07_extend.ipynb #f4e8ac9d
+def reference_group_vectors(P: Profile, model, replicate: int = 0, T: int | None = None,
+                            n_groups: int = N_GROUPS) -> list[PositionalVectors]:
+    "`group_vectors` of `model` on the reference (0) or replicate (1) samples of T tokens (cached)."
+    if replicate not in (0, 1): raise ValueError(f"replicate must be 0 or 1, got {replicate!r}")
+    samples = reference_samples(P, T) if replicate == 0 else replicate_samples(P, T)
+    return group_vectors(model, samples, n_groups)
 
 # %% ../nbs/07_extend.ipynb #37a62a48
 def default_grid(P: Profile, method: str, T: int, n_layers: int | None = None, window: int | None = None,
