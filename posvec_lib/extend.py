@@ -20,12 +20,12 @@ from .train import token_nll
 from .evaluate import suffix_logits
 
 # %% auto #0
-__all__ = ['NEEDS', 'EXTENSIONS', 'RESOLVING_ERROR', 'IN_WINDOW_LEVEL', 'SHARE_IN_DISTRIBUTION', 'N_GROUPS', 'REPLICATE_SEEDS',
-           'IDENTITY_SETTINGS', 'check_extensible', 'ConfigChange', 'NoChange', 'attention_scaling', 'initial_scaling',
-           'window_extension', 'DynamicNTK', 'dynamic_ntk', 'dynamic_ntk_scale', 'interpolate_positions',
-           'replacement_shift', 'PositionalVectorReplacement', 'positional_vector_replacement', 'no_extension',
-           'extend', 'cached_positional_vectors', 'similarity_to_window', 'window_match', 'beyond_similarity',
-           'window_similarity', 'identification_error', 'ratio_from_matches', 'effective_ratio',
+__all__ = ['NEEDS', 'EXTENSIONS', 'RESOLVING_ERROR', 'SIMI_REL_IN_DISTRIBUTION', 'IN_WINDOW_LEVEL', 'SHARE_IN_DISTRIBUTION',
+           'N_GROUPS', 'REPLICATE_SEEDS', 'IDENTITY_SETTINGS', 'check_extensible', 'ConfigChange', 'NoChange',
+           'attention_scaling', 'initial_scaling', 'window_extension', 'DynamicNTK', 'dynamic_ntk', 'dynamic_ntk_scale',
+           'interpolate_positions', 'replacement_shift', 'PositionalVectorReplacement', 'positional_vector_replacement',
+           'no_extension', 'extend', 'cached_positional_vectors', 'similarity_to_window', 'window_match',
+           'beyond_similarity', 'window_similarity', 'identification_error', 'ratio_from_matches', 'effective_ratio',
            'same_position_similarity', 'same_position_level', 'resolving_layers', 'ratio_over_layers', 'ratio_close_to',
            'ratio_matches_factor', 'relative_similarity', 'nearest_distance', 'in_window_share', 'group_vectors',
            'pooled', 'share_interval', 'interval_means', 'sink_by_position', 'positional_logits', 'logits_similarity',
@@ -373,6 +373,8 @@ def ratio_matches_factor(ratio: float, ratio_ref: float, noise: float, factor: f
 
 
 # %% ../nbs/07_extend.ipynb #7cec83cc
+SIMI_REL_IN_DISTRIBUTION = 0.95
+
 def relative_similarity(p_rep, p_ref, C: int, T: int | None = None, start: int = 4, layer: int = -1, centred: bool = True) -> dict:
     "simi_rel: beyond-C over in-window match of replicate to own reference vectors; noise: role swap."
     def rel(a, b):
@@ -383,7 +385,8 @@ def relative_similarity(p_rep, p_ref, C: int, T: int | None = None, start: int =
     (b1, w1), (b2, w2) = rel(p_rep, p_ref), rel(p_ref, p_rep)
     r1, r2 = b1 / w1, b2 / w2
     noise = abs(r1 - r2)
-    return dict(simi_rel=r1, simi_beyond=b1, simi_in_window=w1, noise=noise)
+    return dict(simi_rel=r1, simi_beyond=b1, simi_in_window=w1, noise=noise,
+                in_distribution=decide(r1, SIMI_REL_IN_DISTRIBUTION, noise))
 
 # %% ../nbs/07_extend.ipynb #2825981a
 IN_WINDOW_LEVEL = 0.95          # yardstick: this quantile of the in-window nearest distances
