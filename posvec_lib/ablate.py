@@ -18,10 +18,11 @@ from .train import token_nll
 from .config import split_half_noise, exceeds
 
 # %% auto #0
-__all__ = ['WHERES', 'REMOVALS', 'InputVectors', 'attention_input_vectors', 'ablate', 'position_sets', 'vector_similarity',
-           'ablation_effect', 'ppl_ratio_ci', 'ablation_table', 'half_similarities', 'similarity_gap', 'excess_left',
-           'excess_left_halves', 'initial_dominates', 'initial_dominates_ci', 'most_harmful', 'least_similar_rival',
-           'receptive_field', 'distinct_positions', 'positional_logits', 'rope_rotate', 'toy_attention']
+__all__ = ['WHERES', 'REMOVALS', 'LOCAL_CONTEXT', 'InputVectors', 'attention_input_vectors', 'ablate', 'position_sets',
+           'scored_positions', 'vector_similarity', 'ablation_effect', 'ppl_ratio_ci', 'ablation_table',
+           'half_similarities', 'similarity_gap', 'excess_left', 'excess_left_halves', 'initial_dominates',
+           'initial_dominates_ci', 'removal_asymmetry', 'most_harmful', 'least_similar_rival', 'receptive_field',
+           'distinct_positions', 'positional_logits', 'rope_rotate', 'toy_attention']
 
 # %% ../nbs/06a_ablate.ipynb #b3415d2f
 WHERES = ("pre_norm", "post_norm")
@@ -114,6 +115,17 @@ def position_sets(C: int, n_initial: int = 5) -> dict[str, range]:
                                  f"allowed: 1 ≤ n_initial ≤ {C - 2}")
     return {f"0-{n_initial - 1}": range(0, n_initial), f"{lo}-{hi}": range(lo, hi + 1)}
 
+# %% ../nbs/06a_ablate.ipynb #f9c3f15f
+LOCAL_CONTEXT = 1 / 4      # a token's local context: the C/4 tokens before it
+
+def scored_positions(C: int, sets: dict, local: float = LOCAL_CONTEXT) -> range:
+    "Tokens t < C whose local context (the round(local·C) tokens before t) holds no position of `sets`."
+    gap = max(1, round(local * C))
+    lo = max(max(s) for s in sets.values()) + gap + 1
+    if lo >= C: raise ValueError(f"no token of C={C} lies {gap} tokens beyond the sets {list(sets)}; "
+                                 f"allowed: sets ending before {C - gap - 1}")
+    return range(lo, C)
+
 # %% ../nbs/06a_ablate.ipynb #bc73c411
 def vector_similarity(a: PositionalVectors, b: PositionalVectors, centred: bool = False) -> torch.Tensor:
     "Cosine between the positional vectors of a and b at each layer and position [L, T]: of p (raw) or of m (centred)."
@@ -124,11 +136,13 @@ def vector_similarity(a: PositionalVectors, b: PositionalVectors, centred: bool 
 # %% ../nbs/06a_ablate.ipynb #24096b2b
 @torch.no_grad()
 def ablation_effect(model, removal: str | None, positions, ref: InputVectors, pv0: PositionalVectors,
-                    pv_samples: torch.Tensor, ppl_samples: torch.Tensor, layers=None, batch_size: int = 16) -> dict:
-    "Positional-vector similarity to the original (per layer and mean; raw and centred) and PPL with `removal` at `positions` (None removal = original)."
+                    pv_samples: torch.Tensor, ppl_samples: torch.Tensor, layers=None, batch_size: int = 16,
+                    scored: range | None = None) -> dict:
+    "Similarity of p to the original's (per layer, mean; raw, centred) and PPL on `scored` tokens (None: all)."
     def measure():
         pv = positional_vectors(model, pv_samples, batch_size, progress=False)
-        return pv, token_nll(model, ppl_samples, batch_size)
+        nll = token_nll(model, ppl_samples, batch_size)                     # [n, T-1]: token t at t - 1
+        return pv, nll if scored is None else nll[:, [t - 1 for t in scored]]
     if removal is None: pv, nll = measure()
     else:
         with ablate(model, removal, positions, ref, layers): pv, nll = measure()
@@ -147,12 +161,13 @@ def ppl_ratio_ci(nll: torch.Tensor, nll0: torch.Tensor, reps: int = 1000, seed: 
 
 # %% ../nbs/06a_ablate.ipynb #821bf0da
 def ablation_table(model, sets: dict, ref: InputVectors, pv0: PositionalVectors, pv_samples, ppl_samples,
-                   removals=REMOVALS, layers=None, batch_size: int = 16, progress: bool = False) -> pd.DataFrame:
-    "Table 2 for one model: the original row, then every removal × position set (similarity per layer in simi_L<l> columns; ppl_ratio with a 95% paired bootstrap interval over the PPL samples)."
+                   removals=REMOVALS, layers=None, batch_size: int = 16, progress: bool = False,
+                   scored: range | None = None) -> pd.DataFrame:
+    "Table 2 of one model: original, then removal × set (simi_L<l>; ppl_ratio on `scored`, 95% interval)."
     runs = [(None, "-", None)] + [(r, k, v) for r in removals for k, v in sets.items()]
     rows, nll0 = [], None
     for r, k, v in tqdm(runs, disable=not progress, desc="ablations", leave=False):
-        e = ablation_effect(model, r, v, ref, pv0, pv_samples, ppl_samples, layers, batch_size)
+        e = ablation_effect(model, r, v, ref, pv0, pv_samples, ppl_samples, layers, batch_size, scored)
         nll0 = e["nll"] if nll0 is None else nll0
         lo, hi = ppl_ratio_ci(e["nll"], nll0)
         rows.append(dict(removal=r or "original", positions=k, simi=e["simi"], simi_centred=e["simi_centred"], ppl=e["ppl"],
@@ -205,6 +220,23 @@ def initial_dominates_ci(initial: tuple[float, float], later: tuple[float, float
     one answer is the verdict, both answers mean the intervals straddle the rule (None, within noise)."""
     ends = {initial_dominates(a, b, factor, floor) for a in initial for b in later}
     return ends.pop() if len(ends) == 1 else None
+
+# %% ../nbs/06a_ablate.ipynb #976f53a5
+def removal_asymmetry(model, removal: str, sets: dict, ref: InputVectors, samples: torch.Tensor,
+                      scored: range | None = None, batch_size: int = 16, n_resamples: int = 999,
+                      seed: int = 0) -> dict:
+    "Mean log PPL with `removal` at the first set minus at the second (`scored` tokens), 95% interval."
+    from scipy import stats
+    def nll(pos):                                                          # [n] per-sample mean NLL
+        with ablate(model, removal, pos, ref): x = token_nll(model, samples, batch_size)
+        return (x if scored is None else x[:, [t - 1 for t in scored]]).double().mean(1).numpy()
+    if len(samples) < 2: raise ValueError(f"the bootstrap needs ≥ 2 samples, got {len(samples)}")
+    initial, later = list(sets.values())[:2]
+    d = nll(initial) - nll(later)
+    ci = stats.bootstrap((d,), np.mean, n_resamples=n_resamples, method="percentile",
+                         rng=np.random.default_rng(seed)).confidence_interval
+    a, lo, hi = float(d.mean()), float(ci.low), float(ci.high)
+    return dict(asymmetry=a, lo=lo, hi=hi, noise=max(a - lo, hi - a, 0.0), n_samples=len(d))
 
 # %% ../nbs/06a_ablate.ipynb #8e7b68f4
 def most_harmful(table: pd.DataFrame, target: tuple[str, str]) -> tuple[bool | None, tuple[str, str]]:

@@ -106,3 +106,24 @@ def test_groups_pool_to_the_whole_set():
 ])
 def test_refusals(call, msg):
     with pytest.raises(ValueError, match=msg): call()
+
+
+def test_scored_tokens_lie_beyond_the_local_context_of_both_sets():
+    "A window model with reach 2·(4 − 1) + 1 = 7 ≤ C/4: no removal at either set reaches a scored token."
+    from posvec_lib.ablate import (position_sets, scored_positions, attention_input_vectors, ablate,
+                                   removal_asymmetry)
+    from posvec_lib.train import token_nll
+    m = tiny_model("nope", window=4, attn="posvec_sdpa", seed=0)
+    X = torch.randint(3, 101, (8, 32), generator=torch.Generator().manual_seed(0))
+    sets, ref = position_sets(32), attention_input_vectors(m, X)
+    sc = scored_positions(32, sets)
+    assert sc == range(17, 32) and list(sets) == ["0-4", "6-8"]
+    base = token_nll(m, X)
+    for removal in ("value", "positional_vector"):
+        for pos in sets.values():
+            with ablate(m, removal, pos, ref): x = token_nll(m, X)
+            torch.testing.assert_close(x[:, sc.start - 1:], base[:, sc.start - 1:])
+        with ablate(m, removal, sets["6-8"], ref):                     # over all tokens it is built in
+            assert not torch.allclose(token_nll(m, X), base)
+    a = removal_asymmetry(m, "value", sets, ref, X, scored=sc, n_resamples=99)
+    assert abs(a["asymmetry"]) < 1e-6 and a["n_samples"] == 8
