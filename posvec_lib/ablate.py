@@ -21,8 +21,8 @@ from .config import split_half_noise, exceeds
 __all__ = ['WHERES', 'REMOVALS', 'LOCAL_CONTEXT', 'InputVectors', 'attention_input_vectors', 'ablate', 'position_sets',
            'scored_positions', 'vector_similarity', 'ablation_effect', 'ppl_ratio_ci', 'ablation_table',
            'half_similarities', 'similarity_gap', 'excess_left', 'excess_left_halves', 'initial_dominates',
-           'initial_dominates_ci', 'removal_asymmetry', 'most_harmful', 'least_similar_rival', 'receptive_field',
-           'distinct_positions', 'positional_logits', 'rope_rotate', 'toy_attention']
+           'initial_dominates_ci', 'removal_asymmetry', 'asymmetry_null', 'most_harmful', 'least_similar_rival',
+           'receptive_field', 'distinct_positions', 'positional_logits', 'rope_rotate', 'toy_attention']
 
 # %% ../nbs/06a_ablate.ipynb #b3415d2f
 WHERES = ("pre_norm", "post_norm")
@@ -222,21 +222,37 @@ def initial_dominates_ci(initial: tuple[float, float], later: tuple[float, float
     return ends.pop() if len(ends) == 1 else None
 
 # %% ../nbs/06a_ablate.ipynb #976f53a5
+def _asymmetry(model, removal: str, sets: dict, ref: InputVectors, samples: torch.Tensor,
+               scored: range | None, batch_size: int) -> np.ndarray:
+    "Per sample [n]: mean NLL (scored tokens) with `removal` at the first set minus at the second."
+    def nll(pos):
+        with ablate(model, removal, pos, ref): x = token_nll(model, samples, batch_size)
+        return (x if scored is None else x[:, [t - 1 for t in scored]]).double().mean(1).numpy()
+    initial, later = list(sets.values())[:2]
+    return nll(initial) - nll(later)
+
 def removal_asymmetry(model, removal: str, sets: dict, ref: InputVectors, samples: torch.Tensor,
                       scored: range | None = None, batch_size: int = 16, n_resamples: int = 999,
                       seed: int = 0) -> dict:
     "Mean log PPL with `removal` at the first set minus at the second (`scored` tokens), 95% interval."
     from scipy import stats
-    def nll(pos):                                                          # [n] per-sample mean NLL
-        with ablate(model, removal, pos, ref): x = token_nll(model, samples, batch_size)
-        return (x if scored is None else x[:, [t - 1 for t in scored]]).double().mean(1).numpy()
     if len(samples) < 2: raise ValueError(f"the bootstrap needs ≥ 2 samples, got {len(samples)}")
-    initial, later = list(sets.values())[:2]
-    d = nll(initial) - nll(later)
+    d = _asymmetry(model, removal, sets, ref, samples, scored, batch_size)
     ci = stats.bootstrap((d,), np.mean, n_resamples=n_resamples, method="percentile",
                          rng=np.random.default_rng(seed)).confidence_interval
     a, lo, hi = float(d.mean()), float(ci.low), float(ci.high)
     return dict(asymmetry=a, lo=lo, hi=hi, noise=max(a - lo, hi - a, 0.0), n_samples=len(d))
+
+# %% ../nbs/06a_ablate.ipynb #66fa7e22
+def asymmetry_null(model, sets: dict, pv_samples: torch.Tensor, ppl_samples: torch.Tensor, seeds,
+                   removals=("positional_vector", "positional_basis", "value"), where: str = "pre_norm",
+                   scored: range | None = None, batch_size: int = 16) -> dict:
+    "`removal_asymmetry` of each removal on untrained copies of `model`, one per seed: {removal: [seeds]}."
+    from posvec_lib.null import null_values
+    def measure(m, x):
+        ref = attention_input_vectors(m, x[0], where, batch_size)
+        return {r: float(_asymmetry(m, r, sets, ref, x[1], scored, batch_size).mean()) for r in removals}
+    return null_values(measure, model, (pv_samples, ppl_samples), seeds)
 
 # %% ../nbs/06a_ablate.ipynb #8e7b68f4
 def most_harmful(table: pd.DataFrame, target: tuple[str, str]) -> tuple[bool | None, tuple[str, str]]:
