@@ -15,14 +15,15 @@ from .trace import decoder_layers, hooks
 from .decompose import StreamingMoments, PositionalVectors, positional_vectors
 from .attention import attention_by_distance, sink_share, uniform_sink_share, sink_x_uniform, sink_excess, decay_ratio
 from .train import token_nll
-from .config import split_half_noise, exceeds
+from .config import exceeds
 
 # %% auto #0
 __all__ = ['WHERES', 'REMOVALS', 'LOCAL_CONTEXT', 'InputVectors', 'attention_input_vectors', 'ablate', 'position_sets',
            'scored_positions', 'vector_similarity', 'ablation_effect', 'ppl_ratio_ci', 'ablation_table',
-           'half_similarities', 'similarity_gap', 'excess_left', 'excess_left_halves', 'initial_dominates',
-           'initial_dominates_ci', 'removal_asymmetry', 'asymmetry_null', 'most_harmful', 'least_similar_rival',
-           'receptive_field', 'distinct_positions', 'positional_logits', 'rope_rotate', 'toy_attention']
+           'parts_half_width', 'part_similarities', 'similarity_gap', 'excess_left', 'excess_left_parts',
+           'initial_dominates', 'initial_dominates_ci', 'removal_asymmetry', 'asymmetry_null', 'most_harmful',
+           'least_similar_rival', 'receptive_field', 'distinct_positions', 'positional_logits', 'rope_rotate',
+           'toy_attention']
 
 # %% ../nbs/06a_ablate.ipynb #b3415d2f
 WHERES = ("pre_norm", "post_norm")
@@ -177,24 +178,34 @@ def ablation_table(model, sets: dict, ref: InputVectors, pv0: PositionalVectors,
     return df
 
 # %% ../nbs/06a_ablate.ipynb #f909d57f
-def half_similarities(model, ref: InputVectors, samples: torch.Tensor, sets: dict, removals=REMOVALS, batch_size: int = 16) -> pd.DataFrame:
-    "Similarity (raw and centred) of each removal × position set's positional vectors to the original ones on the two halves of `samples`: one row per (removal, positions, half)."
-    halves = (samples[: len(samples) // 2], samples[len(samples) // 2:])
-    pv0h = [positional_vectors(model, x, batch_size, progress=False) for x in halves]
+def parts_half_width(values, level: float = 0.95) -> float:
+    "Half-width of the `level` t interval of the mean of k ≥ 4 values from disjoint parts (k − 1 df)."
+    from scipy import stats
+    v = np.asarray(values, float)
+    if len(v) < 4 or not np.isfinite(v).all(): raise ValueError(f"need ≥ 4 finite part values, got {v}")
+    return float(stats.t.ppf((1 + level) / 2, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v)))
+
+def part_similarities(model, ref: InputVectors, samples: torch.Tensor, sets: dict, removals=REMOVALS,
+                      batch_size: int = 16, n_parts: int = 4) -> pd.DataFrame:
+    "Similarity (raw, centred) of each removal × set's p to the original's on `n_parts` parts of samples."
+    parts = samples.tensor_split(n_parts)
+    pv0h = [positional_vectors(model, x, batch_size, progress=False) for x in parts]
     out = []
     for r in removals:
         for k, pos in sets.items():
-            for i, x in enumerate(halves):
+            for i, x in enumerate(parts):
                 with ablate(model, r, pos, ref): pv = positional_vectors(model, x, batch_size, progress=False)
-                out.append(dict(removal=r, positions=k, half=i, simi=float(vector_similarity(pv, pv0h[i]).mean()),
+                out.append(dict(removal=r, positions=k, part=i, simi=float(vector_similarity(pv, pv0h[i]).mean()),
                                 simi_centred=float(vector_similarity(pv, pv0h[i], centred=True).mean())))
     return pd.DataFrame(out)
 
 # %% ../nbs/06a_ablate.ipynb #15fa218b
-def similarity_gap(table: pd.DataFrame, halves: pd.DataFrame, a: tuple[str, str], b: tuple[str, str], col: str = "simi") -> tuple[float, float]:
-    "simi(b) − simi(a) of two (removal, positions) rows of an `ablation_table` (full samples), and its split-half noise from `half_similarities`."
-    t, hs = table.set_index(["removal", "positions"])[col], halves.set_index(["removal", "positions", "half"])[col]
-    return float(t[b] - t[a]), split_half_noise(hs[(*b, 0)] - hs[(*a, 0)], hs[(*b, 1)] - hs[(*a, 1)])
+def similarity_gap(table: pd.DataFrame, parts: pd.DataFrame, a: tuple[str, str], b: tuple[str, str],
+                   col: str = "simi") -> tuple[float, float]:
+    "simi(b) − simi(a) of two rows of an `ablation_table`, and its 95% half-width over `part_similarities`."
+    t, hs = table.set_index(["removal", "positions"])[col], parts.set_index(["removal", "positions", "part"])[col]
+    gaps = [hs[(*b, i)] - hs[(*a, i)] for i in sorted(parts.part.unique())]
+    return float(t[b] - t[a]), parts_half_width(gaps)
 
 # %% ../nbs/06a_ablate.ipynb #8cec5544
 def excess_left(orig: float, new: float, log: bool = False) -> float:
@@ -203,11 +214,11 @@ def excess_left(orig: float, new: float, log: bool = False) -> float:
     return float(f(new) / f(orig))
 
 # %% ../nbs/06a_ablate.ipynb #10ac8496
-def excess_left_halves(orig, new, col: str, log: bool = False) -> tuple[float, float]:
-    """`excess_left` of column `col` from row `orig` to row `new` (e.g. a model's original and ablated rows of an attention summary),
-    and its split-half noise from the columns `{col}_half1` / `{col}_half2`."""
-    halves = [excess_left(orig[f"{col}_half{i}"], new[f"{col}_half{i}"], log) for i in (1, 2)]
-    return excess_left(orig[col], new[col], log), split_half_noise(*halves)
+def excess_left_parts(orig, new, col: str, log: bool = False) -> tuple[float, float]:
+    "`excess_left` of column `col` from row `orig` to `new`, and its 95% half-width over `{col}_part<i>`."
+    k = sum(1 for c in (orig.keys() if hasattr(orig, "keys") else orig.index) if c.startswith(f"{col}_part"))
+    parts = [excess_left(orig[f"{col}_part{i}"], new[f"{col}_part{i}"], log) for i in range(1, k + 1)]
+    return excess_left(orig[col], new[col], log), parts_half_width(parts)
 
 # %% ../nbs/06a_ablate.ipynb #af557445
 def initial_dominates(r_initial: float, r_later: float, factor: float = 3.0, floor: float = 1.05) -> bool:
