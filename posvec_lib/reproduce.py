@@ -18,7 +18,7 @@ __all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'RUNNER_MODULES', 'Artifact', 'check_item
            'module_closure', 'notebook_modules', 'inputs_hash', 'failure_path', 'computed_path', 'status', 'git_commit',
            'run_artifact', 'preflight', 'check_runnable', 'compare_results', 'agreement_lines', 'committed_result',
            'agreement_with', 'BatchLocked', 'batch_lock', 'plan', 'cache_gaps', 'print_plan', 'reproduce',
-           'list_artifacts', 'main']
+           'list_artifacts']
 
 # %% ../nbs/11_reproduce.ipynb #78f5e64a
 PAPER_ITEMS = (
@@ -509,11 +509,12 @@ def print_plan(P: Profile, rows: list[dict], problems=(), warnings=()):
 
 # %% ../nbs/11_reproduce.ipynb #c856759d
 def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False, overrides: dict | None = None,
-              report: bool = True, allow_no_gpu: bool = False, wait: bool = False, trust_committed: bool = False,
+              report=None, allow_no_gpu: bool = False, wait: bool = False, trust_committed: bool = False,
               dry_run: bool = False) -> dict:
     """Run the selected artifacts in order, skipping those this machine already computed and that are current (unless `force`);
     a committed result not computed here is recomputed and compared with (`trust_committed` skips it instead).
-    `dry_run`: print what would run and why, with an estimated time, and run nothing. Returns a summary (ok, failed, skipped, agreement)."""
+    `dry_run`: print what would run and why, with an estimated time, and run nothing; `report`: a function of the
+    profile called after the batch (the CLI passes `report.write_report`). Returns a summary (ok, failed, skipped, agreement)."""
     P = get_profile(profile, **(overrides or {})) if isinstance(profile, str) else profile
     arts = select(only)
     if dry_run:
@@ -540,7 +541,7 @@ def _reference(art: Artifact, P: Profile) -> dict | None:
     return dict(result=res, commit=(read_run(d / "run.json")[0] or {}).get("commit", ""), status=status(art, P)["status"])
 
 # %% ../nbs/11_reproduce.ipynb #718dfcf3
-def _run_batch(P: Profile, arts: list, force: bool, overrides: dict | None, report: bool, trust_committed: bool = False) -> dict:
+def _run_batch(P: Profile, arts: list, force: bool, overrides: dict | None, report, trust_committed: bool = False) -> dict:
     log_dir = writable(project_root() / "runs" / P.results_name)
     log_path = log_dir / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     def log(msg):
@@ -571,9 +572,7 @@ def _run_batch(P: Profile, arts: list, force: bool, overrides: dict | None, repo
         lines = agreement_lines(summary["agreement"])
         for line in lines: log(line)
         with disk_errors(log_dir): atomic_write(log_dir / "agreement.md", "\n".join(lines) + "\n")
-    if report:
-        from posvec_lib.report import write_report
-        summary["report"] = str(write_report(P))
+    if report: summary["report"] = str(report(P))
     log(f"done in {summary['wall_time_s']:.0f}s: ok={summary['ok']} failed={summary['failed']} skipped={summary['skipped']}")
     write_json(log_dir / "summary.json", summary)
     return summary
@@ -596,86 +595,3 @@ def _finetune_runs(recorded: Profile) -> dict:
         res = read_result(res_file.parent)[0] or {}
         for name in res.get("inputs", {}).get("finetuned", {}): runs.setdefault(name, []).append(res_file.parent.name)
     return runs
-
-# %% ../nbs/11_reproduce.ipynb #3495855e
-def _profile_of(a) -> Profile:
-    if a.profile not in PROFILES: raise ValueError(f"unknown profile {a.profile!r}; allowed profiles: {sorted(PROFILES)}")
-    return get_profile(a.profile, **parse_sets(a.set))
-
-# %% ../nbs/11_reproduce.ipynb #7f092c6a
-def _print_listing(L: dict):
-    print(f"profile {L['profile']}" + (f" (results in figures/{L['results']}/)" if L.get("results", L["profile"]) != L["profile"] else ""))
-    for s in L["artifacts"]:
-        t = f"{s['wall_time_s']:.0f}s at {s['finished']}" if s.get("wall_time_s") else ""
-        here = "here" if s.get("here") else "committed" if s["status"] == "done" else ""
-        print(f"  {s['artifact']:<16} {s['status']:<8} {here:<10} {t:<30} {', '.join(s['items'])}")
-        for k in ("problem", "last_attempt"):
-            if s.get(k): print(f"  {'':<16} {s[k]}")
-    print(f"paper items covered: {len(PAPER_ITEMS) - len(L['missing'])}/{len(PAPER_ITEMS)}; missing: {', '.join(L['missing']) or 'none'}")
-
-# %% ../nbs/11_reproduce.ipynb #7b484c32
-def main(argv: list[str] | None = None) -> int:
-    "Entry point of the `posvec` command."
-    ap = argparse.ArgumentParser(prog="posvec", description="Reproduce the positional-vector and PoSE papers.")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("reproduce", help="run experiment notebooks with papermill")
-    r.add_argument("--only", default=None, help="comma-separated artifact names")
-    r.add_argument("--force", action="store_true", help="rerun artifacts that are up to date")
-    r.add_argument("--wait", action="store_true", help="if another batch of this profile runs in this clone, wait for it")
-    r.add_argument("--dry-run", action="store_true", help="print what would run and why, with an estimated time; run nothing")
-    r.add_argument("--trust-committed", action="store_true",
-                   help="skip current results this machine did not compute (a fresh clone's committed figures) instead of recomputing them")
-    l = sub.add_parser("list", help="artifacts, their status and the paper items they cover"); l.add_argument("--json", action="store_true")
-    rp = sub.add_parser("report", help="write figures/<profile>/REPORT.md and REPORT.html")
-    pl = sub.add_parser("plan", help="what a batch of a profile would fetch, train and cost (GPU-hours, memory), without running it")
-    pl.add_argument("--json", action="store_true")
-    pl.add_argument("--code-path", action="store_true",
-                    help="also run the profile's fine-tuning and measurement code on a tiny model with its knobs scaled down (~1 min on a CPU)")
-    cp = sub.add_parser("compare", help="how the results in figures/<profile>/ agree with those of a commit (identical / within noise / different)")
-    cp.add_argument("--against", default="HEAD", help="a commit, branch or tag (default HEAD)"); cp.add_argument("--only", default=None)
-    for p in (r, l, rp, pl, cp):
-        p.add_argument("--profile", default="cpu", help=f"one of {sorted(PROFILES)}")
-        p.add_argument("--allow-no-gpu", action="store_true", help="a GPU profile (paper) on the CPU anyway (device=cpu)")
-        p.add_argument("--set", nargs="*", default=[], metavar="KNOB=VALUE",
-                       help="override knobs; results then go to figures/<profile>+<hash>/, never over the profile's own")
-    if "inspect" in (sys.argv[1:] if argv is None else argv):      # its parser imports torch: only when asked for
-        from posvec_lib.inspect_model import add_inspect_parser
-        add_inspect_parser(sub)
-    else: sub.add_parser("inspect", help="paper A's measures on any causal LM (`posvec inspect -h`)")
-    a = ap.parse_args(argv)
-    try:
-        if a.cmd == "inspect":                                       # any model, any folder: no clone or profile
-            from posvec_lib.inspect_model import run_inspect
-            print(run_inspect(a)); return 0
-        P = _profile_of(a)
-        require_clone(f"posvec {a.cmd}")
-        if a.cmd != "reproduce" and a.allow_no_gpu and P.device == "cuda":   # the results --allow-no-gpu wrote (device=cpu)
-            import torch
-            if not torch.cuda.is_available(): P = get_profile(P, device="cpu")
-        if a.cmd == "reproduce":
-            s = reproduce(P, a.only, a.force, P.overrides(), allow_no_gpu=a.allow_no_gpu, wait=a.wait,
-                          trust_committed=a.trust_committed, dry_run=a.dry_run)
-            return 2 if s.get("refused") else 1 if s["failed"] else 0
-        if a.cmd == "list":
-            L = list_artifacts(P)
-            if a.json: print(json.dumps(L, indent=1))
-            else: _print_listing(L)
-            return 0
-        if a.cmd == "report":
-            from posvec_lib.report import write_report
-            print(write_report(P)); return 0
-        if a.cmd == "compare":
-            A = agreement_with(P, a.against, a.only)
-            print("\n".join(agreement_lines(A)) if A else f"no artifact has results both here and at {a.against}")
-            return 0 if all(v["agreement"] != "different" for v in A.values()) else 1
-        if a.cmd == "plan":
-            from posvec_lib.plan import profile_plan, print_profile_plan
-            D = profile_plan(P, code_path=a.code_path)
-            if a.json: print(json.dumps(D, indent=1, default=str))
-            else: print_profile_plan(D)
-            return 0
-    except (ValueError, FileNotFoundError, ConnectionError, ModuleNotFoundError, BatchLocked, DiskError) as e:
-        print(f"posvec: error: {e}", file=sys.stderr); return 2
-    return 0
-
-if __name__ == "__main__" and not in_notebook(): sys.exit(main())      # python -m posvec_lib.reproduce …

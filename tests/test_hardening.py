@@ -385,7 +385,7 @@ def test_bad_knob_values_refused_before_running(tmp_path, monkeypatch, capsys, s
     for k, v in OFFLINE.items(): monkeypatch.setenv(k, v)
     monkeypatch.setenv("POSVEC_HOME", str(tmp_path))
     (tmp_path / "nbs" / "experiments").mkdir(parents=True)
-    from posvec_lib.reproduce import main
+    from posvec_lib.cli import main
     assert main(["reproduce", "--profile", "smoke", "--set", *sets]) == 2
     err = capsys.readouterr().err
     assert err.startswith("posvec: error: ") and needle in err, err

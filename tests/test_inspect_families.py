@@ -52,7 +52,7 @@ def _folder(tmp_path, mt):
 
 
 def _posvec(capsys, *args):
-    from posvec_lib.reproduce import main
+    from posvec_lib.cli import main
     capsys.readouterr()                         # what building the model printed is not the answer
     rc = main(["inspect", *args]); cap = capsys.readouterr()
     return rc, cap.out, cap.err

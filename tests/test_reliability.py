@@ -225,7 +225,7 @@ def test_disk_full_while_checkpointing_names_the_folder(empty_root, monkeypatch)
 def test_read_only_figures_is_one_line(home, monkeypatch, capsys):
     import tempfile
     from posvec_lib import config
-    from posvec_lib.reproduce import main
+    from posvec_lib.cli import main
     monkeypatch.setenv("POSVEC_HOME", str(home))
     for k, v in OFFLINE.items(): monkeypatch.setenv(k, v)
     real = tempfile.mkstemp
@@ -310,13 +310,13 @@ def test_wall_clock_checks_not_counted(tmp_path, monkeypatch):
 # 7. Smaller ones
 
 def test_module_help(venv_bin, root):
-    r = subprocess.run([str(venv_bin / "python"), "-m", "posvec_lib.reproduce", "--help"], capture_output=True, text=True, cwd=root)
+    r = subprocess.run([str(venv_bin / "python"), "-m", "posvec_lib.cli", "--help"], capture_output=True, text=True, cwd=root)
     assert r.returncode == 0 and r.stdout.startswith("usage: posvec"), r.stdout + r.stderr
 
 
 def test_help_is_fast(venv_bin, root):
     "`posvec --help` and `posvec list` import no torch (it took 5-9 s); `posvec inspect -h` lists inspect's flags."
-    code = ("import sys, contextlib, io\nfrom posvec_lib.reproduce import main\n"
+    code = ("import sys, contextlib, io\nfrom posvec_lib.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit): main(['--help'])\n"
             "print('torch' in sys.modules)")
     r = subprocess.run([str(venv_bin / "python"), "-c", code], capture_output=True, text=True, cwd=root)
@@ -336,7 +336,7 @@ def test_outside_a_clone(venv_bin, tmp_path):
 
 def test_missing_repro_extra_is_named(home, monkeypatch, capsys):
     import importlib.util
-    from posvec_lib.reproduce import main
+    from posvec_lib.cli import main
     monkeypatch.setenv("POSVEC_HOME", str(home))
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "papermill" else real(n, *a))
@@ -385,7 +385,7 @@ def test_damaged_positional_vector_cache_is_recomputed(empty_root, capsys):
 @pytest.fixture
 def cli(home, monkeypatch, capsys):
     "`posvec` in this process (no interpreter start per call), in the scratch project: (exit code, stdout, stderr)."
-    from posvec_lib.reproduce import main
+    from posvec_lib.cli import main
     monkeypatch.setenv("POSVEC_HOME", str(home))
     for k, v in OFFLINE.items(): monkeypatch.setenv(k, v)
     def run(*args):

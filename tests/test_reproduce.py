@@ -71,7 +71,8 @@ def test_failing_notebook_is_reported_and_others_run(root, tmp_path, monkeypatch
     monkeypatch.setenv("POSVEC_HOME", str(tmp_path))
     monkeypatch.setattr(R, "ARTIFACTS", {"broken": R.Artifact("broken", ("A Fig. 1",), "fails"),
                                          "pose_coverage": R.ARTIFACTS["pose_coverage"]})
-    s = R.reproduce("smoke", report=True)
+    from posvec_lib.report import write_report
+    s = R.reproduce("smoke", report=write_report)
     assert s["failed"] == ["broken"] and s["ok"] == ["pose_coverage"]
     run = json.loads((tmp_path / "runs" / "smoke" / "broken.failed.json").read_text())       # the failure is kept under runs/
     assert run["status"] == "failed" and run["error"]["type"] == "ValueError"
@@ -79,7 +80,8 @@ def test_failing_notebook_is_reported_and_others_run(root, tmp_path, monkeypatch
     assert "broken on purpose" in run["error"]["cell_source"]                                # the failing cell is named
     assert "broken on purpose" in "".join(executed[run["error"]["cell_index"]]["source"])
     assert not (tmp_path / "figures" / "smoke" / "broken" / "result.json").exists()
-    assert R.main(["reproduce", "--profile", "smoke"]) == 1      # pose_coverage skipped, broken fails again
+    from posvec_lib.cli import main
+    assert main(["reproduce", "--profile", "smoke"]) == 1      # pose_coverage skipped, broken fails again
 
 def test_too_few_long_documents():
     from posvec_lib.config import get_profile
