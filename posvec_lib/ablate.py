@@ -120,11 +120,12 @@ def position_sets(C: int, n_initial: int = 5) -> dict[str, range]:
 LOCAL_CONTEXT = 1 / 4      # a token's local context: the C/4 tokens before it
 
 def scored_positions(C: int, sets: dict, local: float = LOCAL_CONTEXT) -> range:
-    "Tokens t < C whose local context (the round(local·C) tokens before t) holds no position of `sets`."
+    "Tokens t < C whose local context (the round(local·C) tokens before t) holds no set's position."
     gap = max(1, round(local * C))
     lo = max(max(s) for s in sets.values()) + gap + 1
-    if lo >= C: raise ValueError(f"no token of C={C} lies {gap} tokens beyond the sets {list(sets)}; "
-                                 f"allowed: sets ending before {C - gap - 1}")
+    if lo >= C:
+        raise ValueError(f"no token of C={C} lies {gap} tokens beyond the sets {list(sets)}; "
+                         f"allowed: sets ending before {C - gap - 1}")
     return range(lo, C)
 
 # %% ../nbs/06a_ablate.ipynb #bc73c411
@@ -136,20 +137,21 @@ def vector_similarity(a: PositionalVectors, b: PositionalVectors, centred: bool 
 
 # %% ../nbs/06a_ablate.ipynb #24096b2b
 @torch.no_grad()
-def ablation_effect(model, removal: str | None, positions, ref: InputVectors, pv0: PositionalVectors,
-                    pv_samples: torch.Tensor, ppl_samples: torch.Tensor, layers=None, batch_size: int = 16,
-                    scored: range | None = None) -> dict:
-    "Similarity of p to the original's (per layer, mean; raw, centred) and PPL on `scored` tokens (None: all)."
+def ablation_effect(model, removal: str | None, positions, ref: InputVectors,
+                    pv0: PositionalVectors, pv_samples: torch.Tensor, ppl_samples: torch.Tensor, layers=None,
+                    batch_size: int = 16, scored: range | None = None) -> dict:
+    "Similarity of p to the original's (per layer, mean; raw, centred); PPL on `scored` tokens."
     def measure():
         pv = positional_vectors(model, pv_samples, batch_size, progress=False)
-        nll = token_nll(model, ppl_samples, batch_size)                     # [n, T-1]: token t at t - 1
+        nll = token_nll(model, ppl_samples, batch_size)             # [n, T-1]: token t at t - 1
         return pv, nll if scored is None else nll[:, [t - 1 for t in scored]]
     if removal is None: pv, nll = measure()
     else:
         with ablate(model, removal, positions, ref, layers): pv, nll = measure()
     s, sc = vector_similarity(pv, pv0), vector_similarity(pv, pv0, centred=True)   # [L, T]
     return dict(simi=float(s.mean()), simi_centred=float(sc.mean()), simi_layer=s.mean(1).tolist(),
-                simi_centred_layer=sc.mean(1).tolist(), ppl=float(nll.mean().exp()), nll=nll.double().mean(1), pv=pv)
+                simi_centred_layer=sc.mean(1).tolist(), ppl=float(nll.mean().exp()),
+                nll=nll.double().mean(1), pv=pv)
 
 # %% ../nbs/06a_ablate.ipynb #e3876161
 def ppl_ratio_ci(nll: torch.Tensor, nll0: torch.Tensor, reps: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
@@ -161,49 +163,56 @@ def ppl_ratio_ci(nll: torch.Tensor, nll0: torch.Tensor, reps: int = 1000, seed: 
     return tuple(float(x) for x in np.quantile(r, [(1 - level) / 2, (1 + level) / 2]))
 
 # %% ../nbs/06a_ablate.ipynb #821bf0da
-def ablation_table(model, sets: dict, ref: InputVectors, pv0: PositionalVectors, pv_samples, ppl_samples,
-                   removals=REMOVALS, layers=None, batch_size: int = 16, progress: bool = False,
-                   scored: range | None = None) -> pd.DataFrame:
-    "Table 2 of one model: original, then removal × set (simi_L<l>; ppl_ratio on `scored`, 95% interval)."
+def ablation_table(model, sets: dict, ref: InputVectors, pv0: PositionalVectors, pv_samples,
+                   ppl_samples, removals=REMOVALS, layers=None, batch_size: int = 16,
+                   progress: bool = False, scored: range | None = None) -> pd.DataFrame:
+    "Table 2 of one model: original, then removal × set (simi_L<l>; ppl_ratio on `scored`, 95% CI)."
     runs = [(None, "-", None)] + [(r, k, v) for r in removals for k, v in sets.items()]
     rows, nll0 = [], None
     for r, k, v in tqdm(runs, disable=not progress, desc="ablations", leave=False):
-        e = ablation_effect(model, r, v, ref, pv0, pv_samples, ppl_samples, layers, batch_size, scored)
+        e = ablation_effect(model, r, v, ref, pv0, pv_samples, ppl_samples, layers, batch_size,
+                            scored)
         nll0 = e["nll"] if nll0 is None else nll0
         lo, hi = ppl_ratio_ci(e["nll"], nll0)
-        rows.append(dict(removal=r or "original", positions=k, simi=e["simi"], simi_centred=e["simi_centred"], ppl=e["ppl"],
-                         ppl_ratio_lo=lo, ppl_ratio_hi=hi, **{f"simi_L{l + 1}": x for l, x in enumerate(e["simi_layer"])}))
+        rows.append(dict(removal=r or "original", positions=k, simi=e["simi"],
+                         simi_centred=e["simi_centred"], ppl=e["ppl"], ppl_ratio_lo=lo,
+                         ppl_ratio_hi=hi,
+                         **{f"simi_L{l + 1}": x for l, x in enumerate(e["simi_layer"])}))
     df = pd.DataFrame(rows)
     df.insert(5, "ppl_ratio", df["ppl"] / df["ppl"].iloc[0])
     return df
 
 # %% ../nbs/06a_ablate.ipynb #f909d57f
 def parts_half_width(values, level: float = 0.95) -> float:
-    "Half-width of the `level` t interval of the mean of k ≥ 4 values from disjoint parts (k − 1 df)."
+    "Half-width of the `level` t interval of the mean of k ≥ 4 disjoint parts' values (k − 1 df)."
     from scipy import stats
     v = np.asarray(values, float)
-    if len(v) < 4 or not np.isfinite(v).all(): raise ValueError(f"need ≥ 4 finite part values, got {v}")
+    if len(v) < 4 or not np.isfinite(v).all():
+        raise ValueError(f"need ≥ 4 finite part values, got {v}")
     return float(stats.t.ppf((1 + level) / 2, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v)))
 
-def part_similarities(model, ref: InputVectors, samples: torch.Tensor, sets: dict, removals=REMOVALS,
-                      batch_size: int = 16, n_parts: int = 4) -> pd.DataFrame:
-    "Similarity (raw, centred) of each removal × set's p to the original's on `n_parts` parts of samples."
+def part_similarities(model, ref: InputVectors, samples: torch.Tensor, sets: dict,
+                      removals=REMOVALS, batch_size: int = 16, n_parts: int = 4) -> pd.DataFrame:
+    "Similarity (raw, centred) of each removal × set's p to the original's on `n_parts` parts."
     parts = samples.tensor_split(n_parts)
     pv0h = [positional_vectors(model, x, batch_size, progress=False) for x in parts]
     out = []
     for r in removals:
         for k, pos in sets.items():
             for i, x in enumerate(parts):
-                with ablate(model, r, pos, ref): pv = positional_vectors(model, x, batch_size, progress=False)
-                out.append(dict(removal=r, positions=k, part=i, simi=float(vector_similarity(pv, pv0h[i]).mean()),
-                                simi_centred=float(vector_similarity(pv, pv0h[i], centred=True).mean())))
+                with ablate(model, r, pos, ref):
+                    pv = positional_vectors(model, x, batch_size, progress=False)
+                s, sc = vector_similarity(pv, pv0h[i]), vector_similarity(pv, pv0h[i], centred=True)
+                out.append(dict(removal=r, positions=k, part=i, simi=float(s.mean()),
+                                simi_centred=float(sc.mean())))
     return pd.DataFrame(out)
 
 # %% ../nbs/06a_ablate.ipynb #15fa218b
 def similarity_gap(table: pd.DataFrame, parts: pd.DataFrame, a: tuple[str, str], b: tuple[str, str],
                    col: str = "simi") -> tuple[float, float]:
-    "simi(b) − simi(a) of two rows of an `ablation_table`, and its 95% half-width over `part_similarities`."
-    t, hs = table.set_index(["removal", "positions"])[col], parts.set_index(["removal", "positions", "part"])[col]
+    "simi(b) − simi(a) of two rows of an `ablation_table`; its 95% half-width over the parts."
+    t = table.set_index(["removal", "positions"])[col]
+    hs = parts.set_index(["removal", "positions", "part"])[col]
     gaps = [hs[(*b, i)] - hs[(*a, i)] for i in sorted(parts.part.unique())]
     return float(t[b] - t[a]), parts_half_width(gaps)
 
@@ -215,9 +224,11 @@ def excess_left(orig: float, new: float, log: bool = False) -> float:
 
 # %% ../nbs/06a_ablate.ipynb #10ac8496
 def excess_left_parts(orig, new, col: str, log: bool = False) -> tuple[float, float]:
-    "`excess_left` of column `col` from row `orig` to `new`, and its 95% half-width over `{col}_part<i>`."
-    k = sum(1 for c in (orig.keys() if hasattr(orig, "keys") else orig.index) if c.startswith(f"{col}_part"))
-    parts = [excess_left(orig[f"{col}_part{i}"], new[f"{col}_part{i}"], log) for i in range(1, k + 1)]
+    "`excess_left` of column `col` from row `orig` to `new`; 95% half-width over `{col}_part<i>`."
+    names = orig.keys() if hasattr(orig, "keys") else orig.index
+    k = sum(1 for c in names if c.startswith(f"{col}_part"))
+    part = lambda i: excess_left(orig[f"{col}_part{i}"], new[f"{col}_part{i}"], log)
+    parts = [part(i) for i in range(1, k + 1)]
     return excess_left(orig[col], new[col], log), parts_half_width(parts)
 
 # %% ../nbs/06a_ablate.ipynb #af557445
@@ -245,7 +256,7 @@ def _asymmetry(model, removal: str, sets: dict, ref: InputVectors, samples: torc
 def removal_asymmetry(model, removal: str, sets: dict, ref: InputVectors, samples: torch.Tensor,
                       scored: range | None = None, batch_size: int = 16, n_resamples: int = 999,
                       seed: int = 0) -> dict:
-    "Mean log PPL with `removal` at the first set minus at the second (`scored` tokens), 95% interval."
+    "Mean log PPL with `removal` at the first set minus at the second (`scored`), 95% interval."
     from scipy import stats
     if len(samples) < 2: raise ValueError(f"the bootstrap needs ≥ 2 samples, got {len(samples)}")
     d = _asymmetry(model, removal, sets, ref, samples, scored, batch_size)
@@ -256,13 +267,15 @@ def removal_asymmetry(model, removal: str, sets: dict, ref: InputVectors, sample
 
 # %% ../nbs/06a_ablate.ipynb #66fa7e22
 def asymmetry_null(model, sets: dict, pv_samples: torch.Tensor, ppl_samples: torch.Tensor, seeds,
-                   removals=("positional_vector", "positional_basis", "value"), where: str = "pre_norm",
-                   scored: range | None = None, batch_size: int = 16) -> dict:
-    "`removal_asymmetry` of each removal on untrained copies of `model`, one per seed: {removal: [seeds]}."
+                   removals=("positional_vector", "positional_basis", "value"),
+                   where: str = "pre_norm", scored: range | None = None,
+                   batch_size: int = 16) -> dict:
+    "`removal_asymmetry` of each removal on untrained copies of `model`: {removal: [seeds]}."
     from posvec_lib.null import null_values
     def measure(m, x):
         ref = attention_input_vectors(m, x[0], where, batch_size)
-        return {r: float(_asymmetry(m, r, sets, ref, x[1], scored, batch_size).mean()) for r in removals}
+        return {r: float(_asymmetry(m, r, sets, ref, x[1], scored, batch_size).mean())
+                for r in removals}
     return null_values(measure, model, (pv_samples, ppl_samples), seeds)
 
 # %% ../nbs/06a_ablate.ipynb #8e7b68f4

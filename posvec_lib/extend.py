@@ -376,7 +376,7 @@ def ratio_matches_factor(ratio: float, ratio_ref: float, noise: float, factor: f
 SIMI_REL_IN_DISTRIBUTION = 0.95
 
 def relative_similarity(p_rep, p_ref, C: int, T: int | None = None, start: int = 4, layer: int = -1, centred: bool = True) -> dict:
-    "simi_rel: beyond-C over in-window match of replicate to own reference vectors; noise: role swap."
+    "simi_rel: beyond-C over in-window match to the model's own reference vectors; noise: role swap."
     def rel(a, b):
         sim, _ = window_match(a, b, C, centred)
         hi = T or sim.shape[1]
