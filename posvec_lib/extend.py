@@ -28,11 +28,11 @@ __all__ = ['NEEDS', 'EXTENSIONS', 'RESOLVING_ERROR', 'SIMI_REL_IN_DISTRIBUTION',
            'beyond_similarity', 'window_similarity', 'identification_error', 'ratio_from_matches', 'effective_ratio',
            'same_position_similarity', 'same_position_level', 'resolving_layers', 'ratio_over_layers', 'ratio_close_to',
            'ratio_matches_factor', 'relative_similarity', 'nearest_distance', 'in_window_share', 'group_vectors',
-           'pooled', 'share_interval', 'interval_means', 'sink_by_position', 'positional_logits', 'logits_similarity',
-           'search_grid', 'ppl_of', 'ppl_search', 'beats_direct', 'reference_samples', 'replicate_samples',
-           'reference_positional_vectors', 'reference_group_vectors', 'default_grid', 'tuned_setting',
-           'setting_for_length', 'extension_kwargs', 'repetition_lengths', 'repetition_samples', 'repetition_control',
-           'repetition_accuracy', 'window_input_similarity', 'needle_similarity']
+           'pooled', 'groups_interval', 'share_interval', 'interval_means', 'sink_by_position', 'positional_logits',
+           'logits_similarity', 'search_grid', 'ppl_of', 'ppl_search', 'beats_direct', 'reference_samples',
+           'replicate_samples', 'reference_positional_vectors', 'reference_group_vectors', 'default_grid',
+           'tuned_setting', 'setting_for_length', 'extension_kwargs', 'repetition_lengths', 'repetition_samples',
+           'repetition_control', 'repetition_accuracy', 'window_input_similarity', 'needle_similarity']
 
 # %% ../nbs/07_extend.ipynb #7750baea
 NEEDS = {"direct": (), "attention_scaling": ("layers", "posvec_attention"), "initial_scaling": ("layers", "posvec_attention"),
@@ -426,27 +426,35 @@ def pooled(groups) -> PositionalVectors:
     return functools.reduce(combine, groups)
 
 # %% ../nbs/07_extend.ipynb #833d712f
+def groups_interval(statistic, *group_sets, layer: int | None = None, n_resamples: int = 999,
+                    seed: int = 0) -> dict:
+    "`statistic(*pooled p)` of group sets; its 95% bootstrap interval over each set's groups."
+    from scipy import stats
+    def stack(gs):
+        n = torch.tensor([float(x.n_samples) for x in gs], dtype=torch.float64)
+        p = torch.stack([_pv(x) if layer is None else _pv(x)[layer][None] for x in gs])
+        return p, n                                                         # [G, L, T, d], [G]
+    sets = [stack(gs) for gs in group_sets]
+    mean = lambda p, n, i: (p[i] * n[i, None, None, None]).sum(0) / n[i].sum()
+    def value(*idx):
+        at = lambda i: torch.as_tensor(i, dtype=torch.long)
+        return statistic(*(mean(p, n, at(i)) for (p, n), i in zip(sets, idx)))
+    full = value(*(np.arange(len(p)) for p, _ in sets))
+    ci = stats.bootstrap(tuple(np.arange(len(p)) for p, _ in sets), value, paired=False,
+                         vectorized=False, n_resamples=n_resamples, method="percentile",
+                         rng=np.random.default_rng(seed)).confidence_interval
+    lo, hi = float(ci.low), float(ci.high)
+    return dict(value=float(full), lo=lo, hi=hi, noise=max(full - lo, hi - full, 0.0),
+                n_groups=[len(p) for p, _ in sets])
+
 def share_interval(rep_groups, ref_groups, C: int, T: int | None = None, start: int = 4,
                    layer: int = -1, threshold: float = SHARE_IN_DISTRIBUTION,
                    n_resamples: int = 999, seed: int = 0) -> dict:
     "`in_window_share` of pooled groups, its 95% bootstrap interval over groups, noise and verdict."
-    from scipy import stats
-    def stack(gs):
-        n = torch.tensor([float(x.n_samples) for x in gs], dtype=torch.float64)
-        return torch.stack([_pv(x)[layer] for x in gs]), n                # [G, T, d], [G]
-    (a, na), (b, nb) = stack(rep_groups), stack(ref_groups)
-    mean = lambda x, n, i: ((x[i] * n[i, None, None]).sum(0) / n[i].sum())[None]
-    def share(i, j):
-        i, j = torch.as_tensor(i, dtype=torch.long), torch.as_tensor(j, dtype=torch.long)
-        return in_window_share(mean(a, na, i), mean(b, nb, j), C, T, start, layer=0)
-    value = share(np.arange(len(a)), np.arange(len(b)))
-    ci = stats.bootstrap((np.arange(len(a)), np.arange(len(b))), share, paired=False,
-                         vectorized=False, n_resamples=n_resamples, method="percentile",
-                         rng=np.random.default_rng(seed))
-    lo, hi = float(ci.confidence_interval.low), float(ci.confidence_interval.high)
-    noise = max(value - lo, hi - value, 0.0)
-    return dict(share=value, lo=lo, hi=hi, noise=noise, n_groups=[len(a), len(b)],
-                in_distribution=decide(value, threshold, noise))
+    r = groups_interval(lambda a, b: in_window_share(a, b, C, T, start, layer=0), rep_groups,
+                        ref_groups, layer=layer, n_resamples=n_resamples, seed=seed)
+    return dict(share=r["value"], lo=r["lo"], hi=r["hi"], noise=r["noise"], n_groups=r["n_groups"],
+                in_distribution=decide(r["value"], threshold, r["noise"]))
 
 # %% ../nbs/07_extend.ipynb #4721aac0
 def interval_means(x: torch.Tensor, C: int, edges=(0, 1, 1.5, 2), skip: int = 0) -> dict:
