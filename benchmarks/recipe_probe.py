@@ -29,6 +29,8 @@ RECIPES = {   # name: knob overrides of the profile, in the order the probe runs
     "yarn-200-plain": dict(pose_steps=200, pose_interpolation="yarn_pose", pose_lr_floor=0.1),
     "yarn-100-mix": dict(pose_steps=100, pose_interpolation="yarn_pose", pose_lr_floor=0.1,
                          pose_recall_share=0.1, pose_copy_share=0.5),
+    "yarn-600-mix": dict(pose_steps=600, pose_interpolation="yarn_pose", pose_lr_floor=0.1,
+                         pose_recall_share=0.1, pose_copy_share=0.5),
 }
 
 

@@ -65,7 +65,7 @@ ARTIFACTS: dict[str, Artifact] = {a.name: a for a in [
              "PoSE sampler ablations: chunk content, number of chunks, first chunk at 0 vs last chunk at Lt-1"),
     Artifact("AB_lens", (),
              "new (neither paper): paper A's lens on paper B's models at Lt = s1·C (base RoPE direct, PI-only, Full-length, PoSE; linear): "
-             "similarity of each model's positional vectors beyond C to its own in-window ones (simi_rel), effective interpolation ratio per layer, first-token sink by "
+             "in-window share of each model's positional vectors beyond C (simi_rel beside it), effective interpolation ratio per layer, first-token sink by "
              "interval up to Lt, PPL by position, passkey"),
 ]}
 
