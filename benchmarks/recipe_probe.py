@@ -20,13 +20,15 @@ from posvec_lib.train import token_nll, load_zoo_model
 from posvec_lib.finetune import (FinetuneSpec, load_finetuned, finetune_manifest, passkey_accuracy,
                                  extended_model)
 
-RECIPES = {   # name: knob overrides of the profile, in the order the probe runs them
+RECIPES = {   # name: the fine-tune knobs (the rest are the profile's), in the order the probe runs them
     "yarn-200-mix": dict(pose_steps=200, pose_interpolation="yarn_pose", pose_lr_floor=0.1,
                          pose_recall_share=0.1, pose_copy_share=0.5),
     "linear-200-mix": dict(pose_steps=200, pose_interpolation="linear", pose_lr_floor=0.1,
                            pose_recall_share=0.1, pose_copy_share=0.5),
-    "cpu-v1": dict(pose_steps=40, pose_interpolation="linear"),
-    "yarn-200-plain": dict(pose_steps=200, pose_interpolation="yarn_pose", pose_lr_floor=0.1),
+    "cpu-v1": dict(pose_steps=40, pose_interpolation="linear", pose_lr_floor=0.0, pose_recall_share=0.0,
+                   pose_copy_share=0.0),
+    "yarn-200-plain": dict(pose_steps=200, pose_interpolation="yarn_pose", pose_lr_floor=0.1,
+                           pose_recall_share=0.0, pose_copy_share=0.0),
     "yarn-100-mix": dict(pose_steps=100, pose_interpolation="yarn_pose", pose_lr_floor=0.1,
                          pose_recall_share=0.1, pose_copy_share=0.5),
     "yarn-600-mix": dict(pose_steps=600, pose_interpolation="yarn_pose", pose_lr_floor=0.1,

@@ -71,14 +71,14 @@ class Profile:
     max_factor: int = 4                  # beyond-window lengths up to max_factor * C (paper: 8192 = 4C)
     ext_factors: tuple = (2, 4)          # extension targets as multiples of C
     pose_targets: tuple = (8, 16)        # PoSE targets as multiples of C (paper: 16k, 32k of 2k)
-    pose_steps: int = 40                 # cpu: 40 steps at lr 2e-4 (the paper: 1000 at 2e-5; 2e-5 barely moves a model in 40 steps)
+    pose_steps: int = 200                # cpu: 200 steps at lr 2e-4 (paper: 1000 at 2e-5; benchmarks/recipe-probe-cpu.csv)
     pose_batch_size: int = 8
     pose_lr: float = 2e-4
     pose_warmup: int = 10                # warm-up steps (paper: 10), at most a quarter of the steps
-    pose_lr_floor: float = 0.0           # 0: linear decay to 0 (paper); > 0: cosine to pose_lr_floor × pose_lr
-    pose_recall_share: float = 0.0       # shares of fine-tune examples that are recall / copy windows (the base's
-    pose_copy_share: float = 0.0         # pre-training mix), laid out by each method's sampler; 0: documents only
-    pose_interpolation: str = "linear"   # the interpolation of B's primary rows (paper: linear)
+    pose_lr_floor: float = 0.1           # 0: linear decay to 0 (paper); > 0: cosine to pose_lr_floor × pose_lr
+    pose_recall_share: float = 0.1       # shares of fine-tune examples that are recall / copy windows (the base's
+    pose_copy_share: float = 0.5         # pre-training mix), laid out by each method's sampler; 0: documents only
+    pose_interpolation: str = "yarn_pose"   # B's primary rows (paper: linear; linear breaks the cpu base: 12_finetune)
     passkey_trials: int = 20
     passkey_candidates: int = 25         # graded passkey: the true key ranked among this many answers (chance rank score 0.5)
     mc_iterations: int = 10000           # Monte Carlo iterations (coverage, B Fig. 5/6)
@@ -255,7 +255,8 @@ PROFILES: dict[str, Profile] = {
         pose_batch_size=2, passkey_trials=3, passkey_candidates=8, mc_iterations=500, eval_docs=2, extreme_target=64,
         pretrained_model="tiny-local", pretrained_length=32, pretrained_samples=4, pretrained_passkey_lengths=(160,),
         zoo=("nope", "rope", "window", "window_rope", "alibi", "window_small", "nope_new"), ablation_models=("nope_new", "window_rope"),
-        recall_share=0.0),   # a recall window needs more than C=32 tokens; copy windows and the lr floor are exercised
+        recall_share=0.0, pose_recall_share=0.0),   # a recall window needs more than C=32 tokens; copy windows
+                                                    # and the lr floors are exercised
     "cpu": Profile(name="cpu"),
     "paper": Profile(
         name="paper", device="cuda", dtype="bfloat16", threads=8, corpus="togethercomputer/RedPajama-Data-1T-Sample",
@@ -263,6 +264,7 @@ PROFILES: dict[str, Profile] = {
         vocab_size=32000, base_model="TinyLlama/TinyLlama_v1.1", d_model=2048, n_layers=22, n_heads=32,
         n_kv_heads=4, d_ff=5632, C=2048, window=512, small_window=80, train_steps=0, continual_steps=2000, batch_size=8, lr=4e-4,
         recall_share=0.0, copy_share=0.0, lr_floor=0.0,    # TinyLlama retrieves already: the paper's plain data and schedule
+        pose_lr_floor=0.0, pose_recall_share=0.0, pose_copy_share=0.0, pose_interpolation="linear",   # the paper's recipe
         zoo=("nope", "rope", "window", "window_rope", "alibi", "window_small", "nope_new"),
         n_samples=32768, max_factor=4, ext_factors=(2, 4), pose_targets=(8, 16), pose_steps=1000, pose_lr=2e-5, passkey_trials=50, passkey_candidates=100,
         pose_batch_size=64, eval_docs=50, extreme_target=64, pretrained_model="llama-3-8b", pretrained_length=2048, pretrained_samples=2048,
