@@ -115,7 +115,7 @@ def test_window_too_small_for_a_sink(tmp_path, text_file, capsys, one_thread):
 def test_inspect_refuses_sizes_and_kinds_before_loading(tmp_path, text_file, capsys):
     "Sizes the machine cannot hold and a folder given as --text are refused before the model loads."
     rc, so, se = _posvec(capsys, "tiny-local", "--samples", "100000000", "--length", "32")
-    assert rc == 2 and "of token ids alone; this machine has" in se, se
+    assert rc == 2 and "(token ids alone) needs ~" in se and "this machine has" in se, se
     rc, so, se = _posvec(capsys, "tiny-local", "--text", str(tmp_path))
     assert rc == 2 and "is a folder; give a text file" in se, se
 
