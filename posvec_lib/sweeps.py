@@ -20,12 +20,12 @@ from .finetune import (FinetuneSpec, extended_model, load_finetuned, finetune_ke
 from .ablate import ppl_ratio_ci
 
 # %% auto #0
-__all__ = ['INTERP', 'INTERP_NAME', 'PAPER_INTERP_NAME', 'ORIGINAL', 'CONTROL_TARGETS', 'CONTROL_VERSION', 'logged_every',
-           'b_spec', 'table1_runs', 'chunk_runs', 'interpolation_runs', 'pi_only', 'load_run', 'passkey_runs',
-           'lens_runs', 'control_verdict', 'positive_control', 'gated', 'control_values', 'ControlledRecord',
-           'eval_set', 'eval_corpora', 'doubling_lengths', 'ppl_sweep', 'sweep_ratio', 'wide_ppl', 'growth_ratio',
-           'ratio_values', 'ppl_spread', 'PPLSetup', 'ppl_setup', 'seed_runs', 'pooled', 'seed_ratio', 'seed_spread',
-           'seed_sweep', 'seed_table', 'plain_log_axes']
+__all__ = ['INTERP', 'INTERP_NAME', 'PAPER_INTERP_NAME', 'ORIGINAL', 'CONTROL_TARGETS', 'CONTROL_VERSION', 'CONTROL_MIN_TRIALS',
+           'logged_every', 'b_spec', 'table1_runs', 'chunk_runs', 'interpolation_runs', 'pi_only', 'load_run',
+           'passkey_runs', 'lens_runs', 'control_trials', 'control_verdict', 'positive_control', 'gated',
+           'control_values', 'ControlledRecord', 'eval_set', 'eval_corpora', 'doubling_lengths', 'ppl_sweep',
+           'sweep_ratio', 'wide_ppl', 'growth_ratio', 'ratio_values', 'ppl_spread', 'PPLSetup', 'ppl_setup',
+           'seed_runs', 'pooled', 'seed_ratio', 'seed_spread', 'seed_sweep', 'seed_table', 'plain_log_axes']
 
 # %% ../nbs/10b_sweeps.ipynb #360a2922
 def logged_every(P: Profile) -> int:
@@ -97,10 +97,15 @@ def lens_runs(P: Profile) -> dict:
 # %% ../nbs/10b_sweeps.ipynb #23557f2b
 CONTROL_TARGETS = dict(passkey_at_C=0.9, passkey_at_target=0.5, ppl_ratio_at_C=1.10)
 CONTROL_VERSION = "control-v1"
+CONTROL_MIN_TRIALS = 100              # keys per passkey row of the control (see above)
+
+def control_trials(P: Profile) -> int:
+    "Keys per passkey row of the control: the profile's, at least `CONTROL_MIN_TRIALS`."
+    return max(P.passkey_trials, CONTROL_MIN_TRIALS)
 
 def _control_key(P: Profile, spec: FinetuneSpec) -> str:
     "Content key of a control measurement: the fine-tune's key, the trials and windows it reads."
-    blob = json.dumps(dict(run=finetune_key(P, spec), trials=P.passkey_trials, windows=P.eval_samples,
+    blob = json.dumps(dict(run=finetune_key(P, spec), trials=control_trials(P), windows=P.eval_samples,
                            targets=CONTROL_TARGETS, version=CONTROL_VERSION), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
@@ -124,7 +129,7 @@ def positive_control(P: Profile, interpolation: str | None = None) -> dict:
     if path.exists():
         try: return json.loads(path.read_text())
         except (OSError, ValueError): path.unlink(missing_ok=True)      # damaged: measured again
-    data, C, s, n = profile_data(P), P.C, spec.target, P.passkey_trials
+    data, C, s, n = profile_data(P), P.C, spec.target, control_trials(P)
     full, base = load_run(P, spec).eval(), load_run(P, ORIGINAL).eval()
     val = fixed_length_samples(data.validation, C, P.eval_samples, seed=sample_seed(P, "validation_ppl"))
     nf, n0 = (token_nll(m, val, batch_size=16).double().mean(1) for m in (full, base))
