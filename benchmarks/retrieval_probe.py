@@ -32,7 +32,8 @@ from posvec_lib.train import build_model, training_args, token_nll, zoo_path, lo
 from posvec_lib.variants import zoo_variants
 from posvec_lib.finetune import passkey_accuracy, passkey_rank
 from posvec_lib.retrieval import RecallWindows, recall_accuracy
-from posvec_lib.config import entry_ok, sample_seed
+from posvec_lib.config import sample_seed
+from posvec_lib.storage import entry_ok
 
 
 def measure(P, data, model, label: str, share: float, steps: int, wall: float) -> dict:

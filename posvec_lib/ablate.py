@@ -15,7 +15,7 @@ from .trace import decoder_layers, hooks
 from .decompose import StreamingMoments, PositionalVectors, positional_vectors
 from .attention import attention_by_distance, sink_share, uniform_sink_share, sink_x_uniform, sink_excess, decay_ratio
 from .train import token_nll
-from .config import exceeds
+from .stats import exceeds
 
 # %% auto #0
 __all__ = ['WHERES', 'REMOVALS', 'LOCAL_CONTEXT', 'InputVectors', 'attention_input_vectors', 'ablate', 'position_sets',

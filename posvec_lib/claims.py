@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib, functools
 from pathlib import Path
 import posvec_lib
-from .config import VERDICTS
+from .stats import VERDICTS
 
 # %% auto #0
 __all__ = ['CLAIM_COLUMNS', 'PAPERS', 'KINDS', 'registry_path', 'load_claims', 'claim', 'counted', 'claim_verdict', 'evidence',

@@ -5,8 +5,8 @@
 # %% ../nbs/11f_cli.ipynb #97c5fa53
 from __future__ import annotations
 import argparse, json, sys
-from .config import (
-    PROFILES, Profile, get_profile, parse_sets, require_clone, in_notebook, DiskError)
+from .config import PROFILES, Profile, get_profile, parse_sets, require_clone, in_notebook
+from .storage import DiskError
 from .reproduce import (
     PAPER_ITEMS, BatchLocked, reproduce, list_artifacts, agreement_with, agreement_lines)
 from .report import write_report

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from datasets import Dataset, DatasetDict, load_dataset, concatenate_datasets
-from .config import Profile, get_profile, cache_dir, atomic_write, write_json, load_sealed, seal, is_offline
+from .config import Profile, get_profile, cache_dir, is_offline
+from .storage import atomic_write, write_json, load_sealed, seal
 
 # %% auto #0
 __all__ = ['stdlib_files', 'split_of', 'Corpus', 'load_corpus', 'train_bpe', 'get_tokenizer', 'TokenizedDocs', 'tokenize_split',

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from .config import rank_correlation
+from .stats import rank_correlation
 from .trace import run_with_cache, decoder_layers, hooks, as_token_batch, check_batch_size
 
 # %% auto #0

@@ -11,7 +11,9 @@ import numpy as np
 import pandas as pd
 import torch
 from transformers import PretrainedConfig
-from .config import Profile, SAMPLE_SEEDS, cache_dir, write_json, atomic_write, load_sealed, seal, decide, decide_all
+from .config import Profile, SAMPLE_SEEDS, cache_dir
+from .storage import write_json, atomic_write, load_sealed, seal
+from .stats import decide, decide_all
 from .trace import Extension, active_extensions, hooks, run_with_cache, decoder_layers, as_token_batch
 from .decompose import PositionalVectors, positional_vectors, cosine_matrix, combine
 from .rope import apply_interpolation

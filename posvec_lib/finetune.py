@@ -12,8 +12,11 @@ import pandas as pd
 import torch
 from transformers import LlamaForCausalLM, Trainer, TrainerCallback
 from transformers.trainer_callback import PrinterCallback
-from .config import (Profile, get_profile, cache_dir, write_json, atomic_write, seed_everything, resolve_device, project_root,
-                               remove_cache_entry, oom_hint, note_input, entry_ok, seal, disk_errors, parse_sets, in_notebook)
+from .config import Profile, get_profile, cache_dir, project_root, parse_sets, in_notebook
+from .storage import (write_json, atomic_write,
+    remove_cache_entry, entry_ok, seal, disk_errors)
+from .record import note_input
+from .device import seed_everything, resolve_device, oom_hint
 from .data import TokenizedDocs, profile_data, long_documents
 from .retrieval import recall_window, copy_window
 from .train import load_zoo_model, zoo_path, training_args, last_checkpoint, note_zoo_entry, world_size, rank

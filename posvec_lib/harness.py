@@ -7,7 +7,8 @@ from __future__ import annotations
 import hashlib, json
 from pathlib import Path
 import numpy as np, pandas as pd
-from .config import cache_dir, atomic_write
+from .config import cache_dir
+from .storage import atomic_write
 
 # %% auto #0
 __all__ = ['PAPER_BENCHMARKS', 'nextline_items', 'local_task', 'run_lm_eval', 'lm_eval_task', 'paired_accuracy_ratio',

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from .config import atomic_write, write_json, _to_markdown, disk_errors
+from .storage import atomic_write, write_json, disk_errors
+from .record import _to_markdown
 from .trace import (decoder_layers, attention_masks, layer_windows, check_measures,
                               _refusal, position_kind, as_token_batch)
 from .decompose import positional_vectors, anchor_ratio, anchor_ratio_split, combine, pca

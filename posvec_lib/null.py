@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import torch
 from scipy import stats
-from .config import decide, decide_all, as_verdict
+from .stats import decide, decide_all, as_verdict
 
 # %% auto #0
 __all__ = ['NULL_SEED_BASE', 'null_seeds', 'untrained_copy', 'null_values', 'null_interval', 'beyond_null', 'null_row',

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
 import torch
-from .config import cache_dir, seal, entry_ok, note_input, is_offline, sample_seed
+from .config import cache_dir, is_offline, sample_seed
+from .storage import seal, entry_ok
+from .record import note_input
 from .variants import ATTENTION_KINDS, LLAMA_FAMILY, Variant, apply_variant
 from .trace import ADAPTERS
 from .data import TokenizedDocs, load_corpus, tokenize_split
@@ -219,7 +221,8 @@ def check_model_files(src: dict) -> dict:
 def tiny_local_model(profile=None) -> Path:
     "Folder of the tiny random Llama + tokenizer (built once from `profile`'s tokenizer, default smoke; sealed)."
     from transformers import LlamaConfig, LlamaForCausalLM
-    from posvec_lib.config import get_profile, seed_everything
+    from posvec_lib.config import get_profile
+    from posvec_lib.device import seed_everything
     from posvec_lib.data import get_tokenizer
     P = get_profile(profile or "smoke")
     tok = get_tokenizer(P)

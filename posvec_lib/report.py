@@ -8,9 +8,9 @@ import html, json, math, os, re, time
 from pathlib import Path
 from .record import read_result, read_run, confined
 from .claims import PAPERS, claims_table, unregistered, load_claims
-from .config import (
-    Profile, get_profile, figures_dir, project_root, write_json, atomic_write, ZOO_VARIANTS,
-    VERDICTS, disk_errors)
+from .config import Profile, get_profile, figures_dir, project_root, ZOO_VARIANTS
+from .storage import write_json, atomic_write, disk_errors
+from .stats import VERDICTS
 from .reproduce import (
     ARTIFACTS, PAPER_ITEMS, list_artifacts, git_commit, _jsonable, status, inputs_hash)
 

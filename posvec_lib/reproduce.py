@@ -8,10 +8,12 @@ import argparse, ast, contextlib, errno, fcntl, hashlib, importlib.util, json, l
     shutil, subprocess, sys, time, traceback
 from dataclasses import dataclass, asdict
 from pathlib import Path
-from .config import (
-    PROFILES, Profile, get_profile, project_root, figures_dir, write_json, atomic_write,
-    _knob_names, in_notebook, ZOO_VARIANTS, KNOBS, VERDICTS, parse_knob, parse_sets, is_offline,
-    restore_interrupted, staging_dir, swap_in, writable, require_clone, DiskError, disk_errors)
+from .config import (PROFILES, Profile, get_profile, project_root, figures_dir,
+    _knob_names, in_notebook, ZOO_VARIANTS, KNOBS,
+    parse_knob, parse_sets, is_offline, require_clone)
+from .storage import (write_json, atomic_write, restore_interrupted,
+    staging_dir, swap_in, writable, DiskError, disk_errors)
+from .stats import VERDICTS
 from .record import RESULT_KEYS, read_record, read_result, read_run, type_problem
 from .budget import LOCAL_CORPORA, llama_parameters, feasibility, training_seconds
 

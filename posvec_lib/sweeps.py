@@ -10,8 +10,10 @@ import numpy as np, pandas as pd
 from scipy import stats
 from tqdm.auto import tqdm
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
-from .config import (Profile, cache_dir, write_json, sample_seed, decide, decide_all,
-                               decide_accuracy, Record)
+from .config import Profile, cache_dir, sample_seed
+from .storage import write_json
+from .stats import decide, decide_all, decide_accuracy
+from .record import Record
 from .data import long_documents, second_corpus_docs, profile_data, fixed_length_samples
 from .evaluate import sliding_window_ppl, ppl_ratio_docs
 from .train import load_zoo_model, token_nll

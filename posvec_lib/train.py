@@ -11,9 +11,11 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 from transformers import LlamaForCausalLM, Trainer, TrainingArguments, TrainerCallback
-from .config import (Profile, get_profile, cache_dir, write_json, seed_everything, resolve_device, torch_dtype,
-                               remove_cache_entry, oom_hint, note_input, ZOO_VARIANTS, entry_ok, seal, disk_errors, parse_sets, in_notebook,
-                               sample_seed)
+from .config import (Profile, get_profile, cache_dir,
+    ZOO_VARIANTS, parse_sets, in_notebook, sample_seed)
+from .storage import write_json, remove_cache_entry, entry_ok, seal, disk_errors
+from .record import note_input
+from .device import seed_everything, resolve_device, torch_dtype, oom_hint
 from .data import profile_data, RandomWindows, fixed_length_samples
 from .variants import Variant, zoo_variants, model_config, set_attention
 from .trace import as_token_batch, check_batch_size

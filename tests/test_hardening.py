@@ -221,7 +221,7 @@ def test_two_runs_give_the_same_headline(clean_run, killed_run, resumed_run):
 
 def test_result_json_holds_no_clock(clean_run):
     "Wall times and timestamps live in run.json / timing.json, never in result.json."
-    from posvec_lib.config import is_timing
+    from posvec_lib.record import is_timing
     bad = []
     def walk(o, path):
         if isinstance(o, dict):
@@ -341,7 +341,7 @@ def test_oom_in_training_names_the_knob(cache_home, monkeypatch):
 
 
 def test_oom_hint_context():
-    from posvec_lib.config import oom_hint
+    from posvec_lib.device import oom_hint
     def step(): raise torch.OutOfMemoryError("CUDA out of memory")
     with pytest.raises(torch.OutOfMemoryError) as e:
         with oom_hint("pose_batch_size", 64, "fine-tuning"): step()

@@ -142,7 +142,8 @@ def test_result_with_bad_claims_is_damaged(home, venv_bin, claims):
 
 def test_runner_swaps_only_after_its_record(tmp_path, monkeypatch):
     "Under the runner, save() leaves the new result staged: a kill before run.json is written keeps the old result."
-    from posvec_lib.config import get_profile, Record, _INPUTS
+    from posvec_lib.config import get_profile
+    from posvec_lib.record import Record, _INPUTS
     good = tmp_path / "art"
     r = Record("art", get_profile("smoke"), folder=good); r.number("x", 1); r.save()
     monkeypatch.setenv("POSVEC_RUNNER_SWAPS", "1")
@@ -179,7 +180,7 @@ def test_damaged_tokenizer_and_tokens_are_rebuilt(empty_root, capsys):
     err = capsys.readouterr().err
     assert f"damaged cache entry {tf} (tokenizer" in err and f"damaged cache entry {nf} (token cache" in err, err
     assert (ids2 == ids).all() and tok2.get_vocab() == tok.get_vocab()
-    from posvec_lib.config import seal_check
+    from posvec_lib.storage import seal_check
     assert seal_check(tf) and seal_check(nf)
 
 
@@ -192,7 +193,7 @@ def test_damaged_zoo_checkpoint_is_retrained(empty_root, capsys):
     with pytest.warns(UserWarning, match="damaged cache entry"):
         load_zoo_model(P, "nope")
     assert f"damaged cache entry {path} (checksum mismatch" in capsys.readouterr().err
-    from posvec_lib.config import seal_check
+    from posvec_lib.storage import seal_check
     assert (path / "manifest.json").exists() and seal_check(path) is True                # retrained whole
 
 
@@ -210,7 +211,8 @@ def test_unsealed_damaged_entry_is_found_by_loading(empty_root, capsys):
 
 def test_disk_full_while_checkpointing_names_the_folder(empty_root, monkeypatch):
     import torch
-    from posvec_lib.config import get_profile, DiskError
+    from posvec_lib.config import get_profile
+    from posvec_lib.storage import DiskError
     from posvec_lib.train import train_zoo_model
     P = get_profile("smoke", zoo=("nope",), train_steps=12, continual_steps=0)
     real = torch.save
@@ -224,7 +226,7 @@ def test_disk_full_while_checkpointing_names_the_folder(empty_root, monkeypatch)
 
 def test_read_only_figures_is_one_line(home, monkeypatch, capsys):
     import tempfile
-    from posvec_lib import config
+    from posvec_lib import storage
     from posvec_lib.cli import main
     monkeypatch.setenv("POSVEC_HOME", str(home))
     for k, v in OFFLINE.items(): monkeypatch.setenv(k, v)
@@ -232,7 +234,7 @@ def test_read_only_figures_is_one_line(home, monkeypatch, capsys):
     def ro(*a, dir=None, **k):
         if dir and "figures" in str(dir): raise OSError(errno.EROFS, "Read-only file system")
         return real(*a, dir=dir, **k)
-    monkeypatch.setattr(config.tempfile, "mkstemp", ro)
+    monkeypatch.setattr(storage.tempfile, "mkstemp", ro)
     assert main(["reproduce", "--profile", "smoke", "--only", FAST, "--force"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"cannot write to {home / 'figures' / 'smoke'}: the folder is on a read-only file system" in err, err
@@ -290,10 +292,12 @@ def test_second_batch_is_refused_or_waits(home, venv_bin, monkeypatch):
 # 6. Wall-clock checks are not in the headline
 
 def test_wall_clock_checks_not_counted(tmp_path, monkeypatch):
-    from posvec_lib.config import get_profile, Record, _INPUTS
+    from posvec_lib.config import get_profile
+    from posvec_lib.record import Record, _INPUTS
     from posvec_lib.reproduce import ARTIFACTS, inputs_hash
     from posvec_lib.report import report_data, _summary_lines
-    from posvec_lib.config import write_json, figures_dir
+    from posvec_lib.config import figures_dir
+    from posvec_lib.storage import write_json
     monkeypatch.setenv("POSVEC_HOME", str(tmp_path)); (tmp_path / "nbs" / "experiments").mkdir(parents=True)
     for a in ARTIFACTS: (tmp_path / "nbs" / "experiments" / f"{a}.ipynb").write_text("{}")
     P = get_profile("smoke")

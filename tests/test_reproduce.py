@@ -99,6 +99,7 @@ def test_hub_names_refused_offline():
 
 def test_paper_profile_refuses_cpu():
     import torch
-    from posvec_lib.config import get_profile, resolve_device
+    from posvec_lib.config import get_profile
+    from posvec_lib.device import resolve_device
     if torch.cuda.is_available(): pytest.skip("a GPU is present")
     with pytest.raises(RuntimeError, match="no GPU"): resolve_device(get_profile("paper"))
