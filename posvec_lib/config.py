@@ -74,6 +74,8 @@ class Profile:
     pose_recall_share: float = 0.1       # shares of fine-tune examples that are recall / copy windows (the base's
     pose_copy_share: float = 0.5         # pre-training mix), laid out by each method's sampler; 0: documents only
     pose_interpolation: str = "yarn_pose"   # B's primary rows (paper: linear; linear breaks the cpu base: 12_finetune)
+    full_length_seeds: int = 1           # Full-length runs at s₁·C in B_ppl (the control is the first; 368 s each at cpu
+                                         # on an AMD EPYC); PoSE and RandPos get 3 seeds, which measure the seed spread
     passkey_trials: int = 20
     passkey_candidates: int = 25         # graded passkey: the true key ranked among this many answers (chance rank score 0.5)
     mc_iterations: int = 10000           # Monte Carlo iterations (coverage, B Fig. 5/6)
@@ -171,7 +173,7 @@ KNOBS: dict[str, Knob] = dict(
                        lambda v: 0 <= v < 1),
     pose_recall_share=_share(), pose_copy_share=_share(),
     pose_interpolation=Knob(str, f"one of {list(FT_INTERPOLATIONS)}", lambda v: v in FT_INTERPOLATIONS),
-    passkey_trials=_int(1), passkey_candidates=_int(2), mc_iterations=_int(1), eval_docs=_int(1), extreme_target=Knob(int, "0 (not run) or an integer ≥ 4 (a multiple of 4: lengths t·C/4 … t·C)", lambda v: v == 0 or (v >= 4 and v % 4 == 0)),
+    full_length_seeds=_int(1), passkey_trials=_int(1), passkey_candidates=_int(2), mc_iterations=_int(1), eval_docs=_int(1), extreme_target=Knob(int, "0 (not run) or an integer ≥ 4 (a multiple of 4: lengths t·C/4 … t·C)", lambda v: v == 0 or (v >= 4 and v % 4 == 0)),
     paper_models=_names(what="hub names or paths"), ablation_models=_names(what="zoo variants, hub names or paths"),
     pretrained=Knob(tuple, f"a list of 'variant=hub-name-or-path' entries with a variant in {list(ZOO_VARIANTS)}",
                     lambda v: all(s.partition("=")[0] in ZOO_VARIANTS and s.partition("=")[2] for s in v)),

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import math
 import numpy as np
+from scipy.stats import norm
 
 # %% auto #0
 __all__ = ['VERDICTS', 'decide', 'split_half_noise', 'decide_all', 'binomial_noise', 'mc_noise', 'mean_se', 'pooled_accuracy',
@@ -37,17 +38,18 @@ def decide_all(verdicts) -> bool | None:
     return False if any(x is False for x in v) else True if all(x is True for x in v) else None
 
 # %% ../nbs/00c_stats.ipynb #15633637
-def binomial_noise(p: float, n: int) -> float:
-    "Standard error of an accuracy p over n trials, p shrunk to (k+1)/(n+2) so that 0 and 1 keep a non-zero error."
+def binomial_noise(p: float, n: int, level: float = 0.95) -> float:
+    "Half-width (`level`) of an accuracy p over n trials, p shrunk to (k+1)/(n+2): 0 and 1 keep one."
     if not (isinstance(n, int) and n >= 1): raise ValueError(f"n must be an int ≥ 1, got {n!r}")
     q = (p * n + 1) / (n + 2)
-    return math.sqrt(q * (1 - q) / n)
+    return float(norm.ppf((1 + level) / 2)) * math.sqrt(q * (1 - q) / n)
 
 # %% ../nbs/00c_stats.ipynb #9c6b7b6a
-def mc_noise(p: float, iterations: int) -> float:
-    "Monte Carlo standard error √(p(1−p)/n) of a probability p estimated from `iterations` draws (an upper bound for a mean of such estimates)."
-    if not (isinstance(iterations, int) and iterations >= 1): raise ValueError(f"iterations must be an int ≥ 1, got {iterations!r}")
-    return float(np.sqrt(p * (1 - p) / iterations))
+def mc_noise(p: float, iterations: int, level: float = 0.95) -> float:
+    "Half-width (`level`) of a probability p estimated from `iterations` Monte Carlo draws."
+    if not (isinstance(iterations, int) and iterations >= 1):
+        raise ValueError(f"iterations must be an int ≥ 1, got {iterations!r}")
+    return float(norm.ppf((1 + level) / 2) * np.sqrt(p * (1 - p) / iterations))
 
 # %% ../nbs/00c_stats.ipynb #c4319563
 def mean_se(x) -> tuple[float, float]:

@@ -288,19 +288,23 @@ def pooled(results: list[dict]) -> dict:
                 doc_tokens=tok.tolist(), runs=len(results))
 
 def seed_ratio(a: list[dict], b: list[dict], level: float = 0.95, reps: int = 1000, seed: int = 0) -> dict:
-    """PPL(a)/PPL(b) of two runs each replicated over fine-tune seeds (lists of `sliding_window_ppl` results on the same
-    documents; seed i of a with seed i of b): the ratio of the pooled PPLs (= the geometric mean of the per-seed ratios) and
-    its noise from both sources: `doc_noise`, the paired bootstrap over documents of the pooled NLL (`ppl_ratio_docs`), and
-    `seed_noise`, the t-interval half-width (`level`) of the per-seed ratios on the log scale; `noise` adds them in
-    quadrature. With one seed the seed noise is unknown (NaN) and `noise` is the document noise alone."""
-    if len(a) != len(b) or not a: raise ValueError(f"seed_ratio needs as many results for a as for b (≥ 1); got {len(a)} and {len(b)}")
-    d = ppl_ratio_docs(pooled(a), pooled(b), reps, seed, level)
-    per = np.array([math.exp(x["nll"] / x["tokens"] - y["nll"] / y["tokens"]) for x, y in zip(a, b)])
-    n, sn = len(per), float("nan")
-    if n > 1: sn = d["ratio"] * (math.exp(stats.t.ppf((1 + level) / 2, n - 1) * np.log(per).std(ddof=1) / math.sqrt(n)) - 1)
-    noise = math.hypot(d["noise"], sn) if n > 1 else d["noise"]
-    return dict(ratio=d["ratio"], lo=d["ratio"] - noise, hi=d["ratio"] + noise, noise=noise, doc_noise=d["noise"], seed_noise=sn,
-                per_seed=[round(float(x), 4) for x in per], seeds=n)
+    "PPL(a)/PPL(b) of runs replicated over fine-tune seeds, its noise over documents and over seeds."
+    if not a or not b: raise ValueError(f"seed_ratio needs ≥ 1 result for a and for b; got {len(a)} and {len(b)}")
+    ka, kb = (1, 1) if len(a) == len(b) else (len(b), len(a))    # equal token counts, the same ratio
+    d = ppl_ratio_docs(pooled(a * ka), pooled(b * kb), reps, seed, level)
+    la, lb = (np.array([x["nll"] / x["tokens"] for x in r]) for r in (a, b))
+    if len(a) == len(b):                            # seed i of a beside seed i of b: paired
+        per, df = la - lb, len(a) - 1
+        se = per.std(ddof=1) / math.sqrt(len(a)) if df else float("nan")
+    else:                                           # one seed spread for both, from the replicated side(s)
+        per, df = la - lb.mean(), len(a) + len(b) - 2
+        ss = ((la - la.mean()) ** 2).sum() + ((lb - lb.mean()) ** 2).sum()
+        se = math.sqrt(ss / df * (1 / len(a) + 1 / len(b)))
+    sn = d["ratio"] * (math.exp(stats.t.ppf((1 + level) / 2, df) * se) - 1) if df else float("nan")
+    noise = math.hypot(d["noise"], sn) if df else d["noise"]
+    return dict(ratio=d["ratio"], lo=d["ratio"] - noise, hi=d["ratio"] + noise, noise=noise,
+                doc_noise=d["noise"], seed_noise=sn, per_seed=[round(float(math.exp(x)), 4) for x in per],
+                seeds=len(a) if len(a) == len(b) else (len(a), len(b)))
 
 def seed_spread(runs: dict, labels: list[str], corpus: str) -> dict:
     """`ppl_spread` over seed replicates: highest over lowest pooled PPL of `labels` − 1 on one corpus, with `seed_ratio`'s noise;
@@ -311,13 +315,14 @@ def seed_spread(runs: dict, labels: list[str], corpus: str) -> dict:
                 seed_noise=round(r["seed_noise"], 4), highest=by[-1], lowest=by[0], seeds=r["seeds"])
 
 # %% ../nbs/10b_sweeps.ipynb #6c051f99
-def seed_sweep(P: Profile, setup, runs: dict[str, FinetuneSpec], n: int, L: int, results: dict | None = None) -> dict:
-    """Sliding-window PPL at window L of each run in `runs` (label → spec) over `n` fine-tune seeds, on `setup`'s corpora, stride
+def seed_sweep(P: Profile, setup, runs: dict[str, FinetuneSpec], n: int | dict[str, int], L: int,
+               results: dict | None = None) -> dict:
+    """Sliding-window PPL at window L of each run in `runs` (label → spec) over `n` fine-tune seeds (an int, or label → int), on `setup`'s corpora, stride
     and BOS: {(label, corpus): [one result per seed]}. The shared run's result is taken from `results[(label, corpus, L)]`
     (a `PPLSetup.run` sweep on the same documents) when there; every replicate is trained here (cached) and read."""
     out = {}
     for label, spec in tqdm(list(runs.items()), desc=f"seed replicates at L={L}", leave=False):
-        for k, sp in enumerate(seed_runs(P, spec, n)):
+        for k, sp in enumerate(seed_runs(P, spec, n if isinstance(n, int) else n[label])):
             cached = {c: results.get((label, c, L)) for c in setup.corpora} if (k == 0 and results is not None) else {}
             model = None if cached and all(cached.values()) else load_finetuned(P, sp)
             for c, docs in setup.corpora.items():
