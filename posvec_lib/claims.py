@@ -79,12 +79,12 @@ def claim_verdict(rows: list[dict]) -> str:
 
 # %% ../nbs/11e_claims.ipynb #e325f393
 def _models(c: dict, res: dict) -> list[str]:
-    "The models a check was on: its `models` value, else every model its artifact's inputs name."
+    "The models a check was on: its `models` value, else the zoo and pretrained models its inputs name."
     m = c.get("values", {}).get("models")
     if isinstance(m, str): return [m]
     if isinstance(m, (list, tuple)): return [str(x) for x in m]
     inputs = res.get("inputs", {})
-    return sorted({n for k in ("zoo", "finetuned", "pretrained") for n in inputs.get(k, {})})
+    return sorted({n for k in ("zoo", "pretrained") for n in inputs.get(k, {})})
 
 def evidence(records) -> list[dict]:
     "Every check of the result records as a row: artifact, id, claim, verdict, kind, models."
