@@ -18,11 +18,11 @@ from .record import RESULT_KEYS, read_record, read_result, read_run, type_proble
 from .budget import LOCAL_CORPORA, llama_parameters, feasibility, training_seconds
 
 # %% auto #0
-__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'RUNNER_MODULES', 'Artifact', 'check_items', 'select', 'experiments_dir', 'library_hash',
-           'module_closure', 'notebook_modules', 'inputs_hash', 'failure_path', 'computed_path', 'status', 'git_commit',
-           'run_artifact', 'preflight', 'check_runnable', 'compare_results', 'agreement_lines', 'committed_result',
-           'agreement_with', 'BatchLocked', 'batch_lock', 'plan', 'cache_gaps', 'print_plan', 'reproduce',
-           'list_artifacts']
+__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'RUNNER_MODULES', 'Artifact', 'check_items', 'select', 'experiments_dir', 'code_digest',
+           'library_hash', 'module_closure', 'notebook_modules', 'notebook_digest', 'inputs_hash', 'failure_path',
+           'computed_path', 'status', 'git_commit', 'run_artifact', 'preflight', 'check_runnable', 'compare_results',
+           'agreement_lines', 'committed_result', 'agreement_with', 'BatchLocked', 'batch_lock', 'plan', 'cache_gaps',
+           'print_plan', 'reproduce', 'list_artifacts']
 
 # %% ../nbs/11_reproduce.ipynb #78f5e64a
 PAPER_ITEMS = (
@@ -130,14 +130,30 @@ def experiments_dir() -> Path:
 # the batch runner and the report writer: no result imports them
 RUNNER_MODULES = ("_modidx.py", "reproduce.py", "report.py")
 
+def _strip_docstrings(tree: ast.AST) -> ast.AST:
+    "The tree without the docstrings of its module, classes and functions."
+    for n in ast.walk(tree):
+        body = getattr(n, "body", None)
+        if (isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            n.body = body[1:] or [ast.Pass()]
+    return tree
+
+def code_digest(src: str) -> str:
+    "Hash of Python source as code: comments, docstrings and layout left out; raw text if unparsable."
+    try: code = ast.unparse(_strip_docstrings(ast.parse(src)))
+    except SyntaxError: code = src
+    return hashlib.sha256(code.encode()).hexdigest()
+
 def library_hash(modules: set[str] | None = None) -> str:
-    "Hash of the posvec_lib source a result is computed with: `modules`, or all but the runner's."
+    "Hash of the posvec_lib code a result is computed with: `modules`, or all but the runner's."
     import posvec_lib
     h = hashlib.sha256()
     for f in sorted(Path(posvec_lib.__file__).parent.glob("*.py")):
         if f.name in RUNNER_MODULES or (modules is not None and f.stem not in modules): continue
         h.update(f.name.encode())
-        h.update(f.read_bytes())
+        h.update(code_digest(f.read_text()).encode())
     return h.hexdigest()[:12]
 
 # %% ../nbs/11_reproduce.ipynb #4d5e24f6
@@ -182,10 +198,17 @@ def notebook_modules(nb_text: str) -> set[str] | None:
 # in the raw .ipynb the quote is JSON-escaped
 _PAPER_DATA = re.compile(r"paper_numbers\(\\?[\"']([\w.-]+)")
 
+def notebook_digest(nb_text: str) -> str:
+    "Hash of a notebook's code cells as code (`code_digest`, cell by cell); markdown left out."
+    cells = json.loads(nb_text).get("cells", [])
+    return hashlib.sha256("".join(code_digest("".join(c.get("source", ""))) for c in cells
+                                  if c.get("cell_type") == "code").encode()).hexdigest()
+
 def inputs_hash(art: Artifact, profile: Profile) -> str:
     "Hash of what an artifact's result depends on: notebook, modules, papers' numbers, knobs."
     nb = (experiments_dir() / f"{art.name}.ipynb").read_bytes()
-    h = hashlib.sha256(nb + library_hash(notebook_modules(nb.decode())).encode()
+    h = hashlib.sha256(notebook_digest(nb.decode()).encode()
+                       + library_hash(notebook_modules(nb.decode())).encode()
                        + profile.digest().encode())
     for name in sorted(set(_PAPER_DATA.findall(nb.decode()))):
         f = project_root() / "data" / "papers" / f"{name}.csv"
