@@ -14,27 +14,30 @@ __all__ = ['SINK_X_UNIFORM', 'mean_attention', 'sink_share', 'uniform_sink_share
 
 # %% ../nbs/06_attention.ipynb #246bf918
 @torch.no_grad()
-def mean_attention(model, samples: torch.Tensor, batch_size: int = 8, progress: bool = True, layers=None) -> torch.Tensor:
-    """Attention weights averaged over samples: [layers, heads, T, T] (float64), through eager attention (switched on by
-    `trace.hooks` for the pass and back afterwards).
-
-    Each layer's weights are added to a float64 running sum on the model's device as the forward pass returns them
-    (no stacking); `layers` (default: all) keeps only some layers, in that order, for large models.
-    `samples`: token ids [N, T] with N ≥ 1 (one sequence [T] counts as N = 1)."""
+def mean_attention(model, samples: torch.Tensor, batch_size: int = 8, progress: bool = True,
+                   layers=None) -> torch.Tensor:
+    "Attention weights averaged over samples: [layers, heads, T, T] (float64), via eager attention."
     samples, _ = as_token_batch(samples, "samples", model), check_batch_size(batch_size)
-    n_layers = len(decoder_layers(model)); dev = next(model.parameters()).device
+    n_layers = len(decoder_layers(model))
+    dev = next(model.parameters()).device
     layers = list(range(n_layers)) if layers is None else list(layers)
-    if not layers: raise ValueError(f"layers is empty; give at least one of 0..{n_layers - 1} (or None for all)")
+    if not layers:
+        raise ValueError(f"layers is empty; give at least one of 0..{n_layers - 1} "
+                         "(or None for all)")
     bad = [l for l in layers if not 0 <= l < n_layers]
     if bad: raise ValueError(f"layers {bad} out of range; allowed: 0..{n_layers - 1}")
     acc, n = {}, 0
-    def fold(w, name):                                   # one function for every layer: the point's name says which
+    # one function for every layer: the point's name says which
+    def fold(w, name):
         if w is None:
-            raise RuntimeError("no attention weights were returned: load the model with attn='posvec_eager' (or 'eager')")
+            raise RuntimeError("no attention weights were returned: load the model with "
+                               "attn='posvec_eager' (or 'eager')")
         l, w = int(name.split(".")[1]), w.sum(0, dtype=torch.float64)
         acc[l] = w if l not in acc else acc[l] + w
-    with hooks(model, {f"attn.{l}": fold for l in layers}):            # switches to eager attention for the pass
-        for s in tqdm(range(0, len(samples), batch_size), disable=not progress, desc="attention", leave=False):
+    # switches to eager attention for the pass
+    with hooks(model, {f"attn.{l}": fold for l in layers}):
+        for s in tqdm(range(0, len(samples), batch_size), disable=not progress, desc="attention",
+                      leave=False):
             x = samples[s:s + batch_size].to(dev)
             model.base_model(input_ids=x, attention_mask=torch.ones_like(x), output_attentions=True)
             n += len(x)
@@ -47,13 +50,13 @@ def sink_share(attn: torch.Tensor, n_first: int = 1) -> torch.Tensor:
 
 # %% ../nbs/06_attention.ipynb #9c6f704b
 def uniform_sink_share(T: int, n_first: int = 1) -> torch.Tensor:
-    "The sink share that uniform causal attention would give, per query position t: min(n_first, t+1)/(t+1)."
+    "Uniform causal attention's sink share per query position t: min(n_first, t+1)/(t+1)."
     t = torch.arange(T, dtype=torch.float64)
     return (t + 1).clamp(max=n_first) / (t + 1)
 
 # %% ../nbs/06_attention.ipynb #f96f638f
 def attention_by_distance(attn: torch.Tensor, skip_first: int = 1) -> torch.Tensor:
-    "Mean attention weight vs relative distance i-j (keys j >= skip_first, so the sink does not dominate): [L, H, T]."
+    "Mean attention weight vs relative distance i-j, over keys j >= skip_first: [L, H, T]."
     T = attn.shape[-1]
     i, j = torch.arange(T)[:, None], torch.arange(T)[None]
     dist = (i - j)
@@ -68,8 +71,11 @@ SINK_X_UNIFORM = 5.0
 
 def sink_x_uniform(attn: torch.Tensor, start: int = 4, stop: int | None = None) -> torch.Tensor:
     "First-token share over the uniform share, averaged over query positions start..stop−1: [L, H]."
-    T = attn.shape[-1]; stop = T if stop is None else stop
-    if not 0 <= start < stop <= T: raise ValueError(f"query positions must satisfy 0 ≤ start < stop ≤ T={T}, got start={start}, stop={stop}")
+    T = attn.shape[-1]
+    stop = T if stop is None else stop
+    if not 0 <= start < stop <= T:
+        raise ValueError(f"query positions must satisfy 0 ≤ start < stop ≤ T={T}, "
+                         f"got start={start}, stop={stop}")
     return (sink_share(attn)[..., start:stop] / uniform_sink_share(T)[start:stop]).mean(-1)
 
 def head_label(layer: int, head: int) -> str:
@@ -77,12 +83,13 @@ def head_label(layer: int, head: int) -> str:
     return f"L{int(layer) + 1}H{int(head) + 1}"
 
 def strongest_sink(attn: torch.Tensor, start: int = 4, stop: int | None = None) -> dict:
-    "The head with the largest first-token share over queries start..stop−1: its 0-based layer/head, 1-based label, share and × uniform."
+    "The head with the largest first-token share (× uniform) over queries start..stop−1, as a dict."
     x = sink_x_uniform(attn, start, stop)
     l, h = divmod(int(x.argmax()), x.shape[1])
     stop = attn.shape[-1] if stop is None else stop
     return dict(layer=l, head=h, label=head_label(l, h), x_uniform=float(x[l, h]),
-                share=float(sink_share(attn)[l, h, start:stop].mean()), is_sink=bool(x[l, h] >= SINK_X_UNIFORM))
+                share=float(sink_share(attn)[l, h, start:stop].mean()),
+                is_sink=bool(x[l, h] >= SINK_X_UNIFORM))
 
 # %% ../nbs/06_attention.ipynb #eeb47b5e
 def uniform_attention(T: int) -> torch.Tensor:
@@ -92,16 +99,18 @@ def uniform_attention(T: int) -> torch.Tensor:
 
 # %% ../nbs/06_attention.ipynb #4285889d
 def sink_excess(attn: torch.Tensor, skip: int = 4) -> torch.Tensor:
-    "Attention share on the first token over the uniform share, averaged over query positions ≥ skip: [L, H]."
+    "First-token attention share over the uniform share, averaged over queries ≥ skip: [L, H]."
     return sink_x_uniform(attn, skip)
 
 # %% ../nbs/06_attention.ipynb #7c9a1128
-def decay_ratio(attn: torch.Tensor, near: int = 4, far: tuple[int, int] | None = None) -> torch.Tensor:
-    """Mean attention at distances 1..near over that at distances far = [lo, hi) (default T/2..T-2; key 0 excluded),
-    relative to uniform attention: [L, H]. Window attention never reaches beyond W: give far=(W//2, W) there."""
+def decay_ratio(attn: torch.Tensor, near: int = 4,
+                far: tuple[int, int] | None = None) -> torch.Tensor:
+    "Mean attention at distances 1..near over that at distances `far`, relative to uniform: [L, H]."
     T = attn.shape[-1]
-    lo, hi = far if far is not None else (T // 2, T - 1)                  # distance T-1 only reaches key 0
-    if not near < lo < hi <= T - 1: raise ValueError(f"far distances must satisfy near={near} < lo < hi <= T-1={T - 1}, got far={far}")
+    lo, hi = far if far is not None else (T // 2, T - 1)      # distance T-1 only reaches key 0
+    if not near < lo < hi <= T - 1:
+        raise ValueError(f"far distances must satisfy near={near} < lo < hi <= T-1={T - 1}, "
+                         f"got far={far}")
     def ratio(a):
         d = attention_by_distance(a)                                # [L, H, T]
         return d[..., 1:near + 1].mean(-1) / d[..., lo:hi].mean(-1)
@@ -109,6 +118,6 @@ def decay_ratio(attn: torch.Tensor, near: int = 4, far: tuple[int, int] | None =
 
 # %% ../nbs/06_attention.ipynb #326e9f61
 def geometric_mean(x: torch.Tensor, floor: float | None = None) -> float:
-    "exp(mean(log x)) over every element of x; values below `floor` are raised to it first (a zero would give 0)."
+    "exp(mean(log x)) over every element of x, values below `floor` raised to it first."
     x = x.double() if floor is None else x.double().clamp(min=floor)
     return float(x.log().mean().exp())

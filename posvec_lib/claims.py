@@ -79,7 +79,7 @@ def claim_verdict(rows: list[dict]) -> str:
 
 # %% ../nbs/11e_claims.ipynb #e325f393
 def _models(c: dict, res: dict) -> list[str]:
-    "The models a check was on: its `models` value, else the zoo and pretrained models its inputs name."
+    "A check's models: its `models` value, else the zoo and pretrained models its inputs name."
     m = c.get("values", {}).get("models")
     if isinstance(m, str): return [m]
     if isinstance(m, (list, tuple)): return [str(x) for x in m]

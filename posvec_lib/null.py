@@ -42,7 +42,8 @@ def null_values(measure, model, samples, seeds) -> np.ndarray | dict:
     out = []
     for s in seeds:
         m = untrained_copy(model, s)
-        out.append(measure(m, samples)); del m
+        out.append(measure(m, samples))
+        del m
     stack = lambda xs: np.stack([np.asarray(x, float) for x in xs])
     return {k: stack(o[k] for o in out) for k in out[0]} if isinstance(out[0], dict) else stack(out)
 

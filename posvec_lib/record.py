@@ -47,7 +47,7 @@ def type_problem(obj: dict, types: dict, required: tuple = ()) -> str | None:
 
 # %% ../nbs/11b_record.ipynb #d98b9332
 def confined(folder, name) -> Path:
-    "`folder / name` when `name` is a relative path resolving inside `folder` (links too); else ValueError."
+    "`folder / name` when `name` resolves inside `folder` (links too); else a ValueError."
     folder = Path(folder)
     if not isinstance(name, str) or not name.strip() or "\x00" in name:
         raise ValueError(f"{name!r} is not a file name")
@@ -85,13 +85,13 @@ def nested_problem(res: dict) -> str | None:
 
 # %% ../nbs/11b_record.ipynb #72a817a3
 def _regular(folder, name: str) -> Path:
-    "A confined path that is a regular file (not a folder, a pipe or a link leading out); else ValueError."
+    "A confined regular file (not a folder, a pipe or a link leading out); else a ValueError."
     p = confined(folder, name)
     if p.exists() and not p.is_file(): raise ValueError(f"{name!r} is not a regular file")
     return p
 
 def files_problem(res: dict, folder) -> str | None:
-    "What is wrong with the files a result lists (outside `folder`, a wrong kind, missing), or None."
+    "What is wrong with the files a result lists (outside `folder`, wrong kind, missing), or None."
     for key, suffixes in LISTED_FILES.items():
         for name in res[key]:
             try: p = _regular(folder, name)
@@ -101,7 +101,8 @@ def files_problem(res: dict, folder) -> str | None:
             if not p.is_file(): return f"{key!r} lists {name!r}, which is not in {folder}"
             if key == "figures" and p.open("rb").read(8) != b"\x89PNG\r\n\x1a\n":
                 return f"{key!r} lists {name!r}, which is not a PNG image"
-            md = Path(folder) / (name[:-len(".csv")] + ".md")    # a table's Markdown, read by the report
+            # a table's Markdown, read by the report
+            md = Path(folder) / (name[:-len(".csv")] + ".md")
             if key == "tables" and (md.is_symlink() or md.exists()):
                 try: _regular(folder, md.name)
                 except ValueError as e: return f"the Markdown of {name!r}: {e}"
@@ -115,7 +116,7 @@ def result_problem(res: dict, folder=None) -> str | None:
 
 # %% ../nbs/11b_record.ipynb #5606cfbe
 def read_record(path, keys: tuple = (), check=None) -> tuple[dict | None, str | None]:
-    "(record, None), or (None, what is wrong: not a file, unreadable, not JSON, lacking `keys`, `check`)."
+    "(record, None), or (None, what is wrong); a missing file is (None, None)."
     path = Path(path)
     if not path.exists() and not path.is_symlink(): return None, None
     if path.is_symlink() or not path.is_file():               # a pipe would hang the reader
@@ -129,8 +130,9 @@ def read_record(path, keys: tuple = (), check=None) -> tuple[dict | None, str | 
 
 # %% ../nbs/11b_record.ipynb #3e1dda2e
 def read_result(folder) -> tuple[dict | None, str | None]:
-    "The result record of an artifact folder (a folder of its own, not a link), checked with its files."
-    if Path(folder).is_symlink(): return None, f"{folder} is damaged: a link, not a folder of its own"
+    "The result record of an artifact folder (its own folder, not a link), checked with its files."
+    if Path(folder).is_symlink():
+        return None, f"{folder} is damaged: a link, not a folder of its own"
     return read_record(Path(folder) / "result.json", check=lambda r: result_problem(r, folder))
 
 def run_problem(run: dict) -> str | None:
@@ -151,7 +153,7 @@ def read_run(path) -> tuple[dict | None, str | None]:
 # %% ../nbs/11b_record.ipynb #e577a762
 _INPUTS: dict = {}
 def note_input(kind: str, name: str, /, **info):
-    "Remember a model or corpus this process used (`kind` e.g. 'zoo', 'finetuned', 'corpus'); `Record.save()` lists them."
+    "Remember a model or corpus this process used (`kind`: 'zoo', 'finetuned', 'corpus', …)."
     _INPUTS.setdefault(kind, {})[name] = info
 
 # %% ../nbs/11b_record.ipynb #cd25d881
@@ -162,26 +164,32 @@ def used_inputs() -> dict:
 # %% ../nbs/11b_record.ipynb #281e400f
 def is_timing(key: str) -> bool:
     "Does a number's key name a wall time (kept out of result.json)?"
-    return key in ("seconds", "wall_time_s", "wall_s") or key.endswith(("_seconds", "_wall_time_s", "_wall_s"))
+    return (key in ("seconds", "wall_time_s", "wall_s")
+            or key.endswith(("_seconds", "_wall_time_s", "_wall_s")))
 
 # %% ../nbs/11b_record.ipynb #6c67cc5a
 def _file_stem(name) -> str:
     "A figure or table name: a plain file name without folders, refused otherwise."
-    if not isinstance(name, str) or not name.strip() or any(ch in name for ch in "/\\\x00") or name.startswith("."):
-        raise ValueError(f"figure or table name {name!r}; allowed: a plain file name without folders or a leading dot")
+    if (not isinstance(name, str) or not name.strip() or any(ch in name for ch in "/\\\x00")
+            or name.startswith(".")):
+        raise ValueError(f"figure or table name {name!r}; "
+                         "allowed: a plain file name without folders or a leading dot")
     return name
 
 class Record:
-    "Collects one artifact's figures, tables, numbers and claim checks; `save()` writes result.json last."
-    def __init__(self, artifact: str, profile: Profile, items: list[str] | tuple = (), folder: Path | None = None):
+    "One artifact's figures, tables, numbers and claim checks; `save()` writes result.json last."
+    def __init__(self, artifact: str, profile: Profile, items: list[str] | tuple = (),
+                 folder: Path | None = None):
         self.artifact, self.profile, self.items = artifact, profile, list(items)
         self.final = Path(folder) if folder else figures_dir(profile, artifact, create=False)
         restore_interrupted(self.final)
-        self.dir = staging_dir(self.final)   # everything is written beside the last good result, which stays until save()
+        # everything is written beside the last good result, which stays until save()
+        self.dir = staging_dir(self.final)
         with disk_errors(self.dir):
             if self.dir.exists(): shutil.rmtree(self.dir)
             self.dir.mkdir(parents=True)
-        self.figures, self.tables, self.claims, self.numbers, self.findings, self.t0 = [], [], [], {}, [], time.time()
+        self.figures, self.tables, self.claims, self.numbers, self.findings, self.t0 = (
+            [], [], [], {}, [], time.time())
         self.timings, self.volatile = {}, []
 
     def figure(self, fig, name: str, title: str | None = None, volatile: bool = False):
@@ -191,14 +199,17 @@ class Record:
         if title: fig.suptitle(title)
         for ext in ("png", "pdf"):
             atomic_write(self.dir / f"{name}.{ext}",
-                         writer=lambda t, ext=ext: fig.savefig(t, format=ext, dpi=120, bbox_inches="tight",
-                                                              metadata={"CreationDate": None} if ext == "pdf" else {"Software": None}))
-        self.figures.append(f"{name}.png"); plt.close(fig)
+                         writer=lambda t, ext=ext: fig.savefig(
+                             t, format=ext, dpi=120, bbox_inches="tight",
+                             metadata=({"CreationDate": None} if ext == "pdf"
+                                       else {"Software": None})))
+        self.figures.append(f"{name}.png")
+        plt.close(fig)
         if volatile: self.volatile += [f"{name}.png", f"{name}.pdf"]
         return self.dir / f"{name}.png"
 
     def table(self, df, name: str, floatfmt: str = ".4g", volatile: bool = False):
-        "Save a pandas DataFrame as CSV and Markdown (`volatile`: it holds wall-clock measurements)."
+        "Save a pandas DataFrame as CSV and Markdown (`volatile`: it holds wall-clock timings)."
         _file_stem(name)
         atomic_write(self.dir / f"{name}.csv", df.to_csv(index=False, float_format="%.6g"))
         atomic_write(self.dir / f"{name}.md", _to_markdown(df, floatfmt) + "\n")
@@ -214,41 +225,52 @@ class Record:
 
     def timing(self, key: str, value):
         "A wall-clock measurement: written to timing.json (and run.json), never to result.json."
-        self.timings[key] = value; return value
+        self.timings[key] = value
+        return value
 
     def finding(self, text: str):
         "A short written finding (Markdown) for the report, computed from this run's numbers."
-        self.findings.append(str(text)); return text
+        self.findings.append(str(text))
+        return text
 
-    def check(self, claim: str, verdict: bool | str | None, source: str = "", volatile: bool = False, sanity: bool = False,
-              paper: str = "", threshold: str = "", id: str = "", extension: bool = False, **values):
-        """Record a claim check: True/False -> holds/fails, None -> not measurable; `values` are the measurements (`volatile`: wall-clock ones).
-        `paper`: the paper's sentence the check tests; `threshold`: the number and where it comes from (written before the result).
-        `sanity`: not evidence about a paper (true by construction, or a validation of a harness): reported, never counted as a claim.
-        `id`: the claim's id in the registry (`claims.claim`); `extension`: on models the paper does not make the claim about."""
+    def check(self, claim: str, verdict: bool | str | None, source: str = "",
+              volatile: bool = False, sanity: bool = False, paper: str = "", threshold: str = "",
+              id: str = "", extension: bool = False, **values):
+        "Record a claim check (True/False → holds/fails, None → not measurable) with its `values`."
         if id:
-            from posvec_lib.claims import claim as registered      # lazily: only a check naming an id needs the registry
+            # lazily: only a check naming an id needs the registry
+            from posvec_lib.claims import claim as registered
             registered(id)
-        v = {True: "holds", False: "fails", None: "not measurable"}.get(verdict, verdict) if not isinstance(verdict, str) else verdict
+        v = ({True: "holds", False: "fails", None: "not measurable"}.get(verdict, verdict)
+             if not isinstance(verdict, str) else verdict)
         if hasattr(verdict, "item"): v = "holds" if bool(verdict) else "fails"
-        if v not in VERDICTS: raise ValueError(f"unknown verdict {verdict!r}; allowed: {VERDICTS} or True/False/None")
-        self.claims.append(dict(claim=claim, verdict=v, source=source, values=values, **({"paper": paper} if paper else {}),
-                                **({"threshold": threshold} if threshold else {}), **({"kind": "sanity"} if sanity else {}),
-                                **({"id": id} if id else {}), **({"extension": True} if extension else {})))
+        if v not in VERDICTS:
+            raise ValueError(f"unknown verdict {verdict!r}; allowed: {VERDICTS} or True/False/None")
+        self.claims.append(dict(claim=claim, verdict=v, source=source, values=values,
+                                **({"paper": paper} if paper else {}),
+                                **({"threshold": threshold} if threshold else {}),
+                                **({"kind": "sanity"} if sanity else {}),
+                                **({"id": id} if id else {}),
+                                **({"extension": True} if extension else {})))
         if volatile: self.volatile.append(f"claim: {claim}")
         print(f"[{v}{' (sanity)' if sanity else ''}] {claim} {values}")
         return v
 
     def save(self, **extra) -> Path:
         "Write timing.json, then result.json (atomically, last): the artifact's completion marker."
-        write_json(self.dir / "timing.json", dict(self.timings, record_wall_time_s=round(time.time() - self.t0, 1)))
-        res = dict(artifact=self.artifact, profile=self.profile.name, items=self.items, figures=self.figures,
-                   tables=self.tables, claims=self.claims, numbers=self.numbers, findings=self.findings, knobs=self.profile.knobs,
+        write_json(self.dir / "timing.json",
+                   dict(self.timings, record_wall_time_s=round(time.time() - self.t0, 1)))
+        res = dict(artifact=self.artifact, profile=self.profile.name, items=self.items,
+                   figures=self.figures, tables=self.tables, claims=self.claims,
+                   numbers=self.numbers, findings=self.findings, knobs=self.profile.knobs,
                    inputs=used_inputs(), volatile=sorted(set(self.volatile)), **extra)
         bad = [k for k in extra if is_timing(k)]
-        if bad: raise ValueError(f"wall times {bad} do not belong in result.json; use rec.timing(key, value)")
+        if bad:
+            raise ValueError(f"wall times {bad} do not belong in result.json; "
+                             "use rec.timing(key, value)")
         write_json(self.dir / "result.json", res)
-        if os.environ.get("POSVEC_RUNNER_SWAPS") == "1": return self.dir / "result.json"   # the runner adds run.json, then swaps
+        # the runner adds run.json, then swaps
+        if os.environ.get("POSVEC_RUNNER_SWAPS") == "1": return self.dir / "result.json"
         swap_in(self.dir, self.final)
         return self.final / "result.json"
 

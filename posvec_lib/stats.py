@@ -18,28 +18,29 @@ VERDICTS = ("holds", "fails", "not measurable")
 
 # %% ../nbs/00c_stats.ipynb #7b22b930
 def decide(value: float, threshold: float, noise: float = 0.0, op: str = ">=") -> bool | None:
-    "True/False when `value` is on one side of `threshold` by more than `noise` (op '>=' or '<='), else None (within noise)."
+    "True/False when `value` is past `threshold` by more than `noise` (op '>=' or '<='), else None."
     if op not in (">=", "<="): raise ValueError(f"unknown op {op!r}; allowed: '>=', '<='")
     if not (np.isfinite(value) and np.isfinite(threshold) and np.isfinite(noise)) or noise < 0:
-        raise ValueError(f"decide needs finite numbers and noise ≥ 0, got value={value}, threshold={threshold}, noise={noise}")
+        raise ValueError(f"decide needs finite numbers and noise ≥ 0, got value={value}, "
+                         f"threshold={threshold}, noise={noise}")
     if abs(value - threshold) <= noise: return None
     return bool(value >= threshold) if op == ">=" else bool(value <= threshold)
 
 # %% ../nbs/00c_stats.ipynb #3d037511
 def split_half_noise(a: float, b: float) -> float:
-    "Noise of an estimate from its two half-sample values: |a − b| / 2 (the full sample's standard error, roughly)."
+    "Noise from two half-sample values a, b: |a − b| / 2, roughly the full sample's standard error."
     return abs(float(a) - float(b)) / 2
 
 # %% ../nbs/00c_stats.ipynb #5aa69aee
 def decide_all(verdicts) -> bool | None:
-    "One verdict for 'every X': False when any fails, True when all hold, else None (some within noise)."
+    "One verdict for 'every X': False if any fails, True if all hold, else None (within noise)."
     v = list(verdicts)
     if not v: raise ValueError("decide_all needs at least one verdict")
     return False if any(x is False for x in v) else True if all(x is True for x in v) else None
 
 # %% ../nbs/00c_stats.ipynb #15633637
 def binomial_noise(p: float, n: int, level: float = 0.95) -> float:
-    "Half-width (`level`) of an accuracy p over n trials, p shrunk to (k+1)/(n+2): 0 and 1 keep one."
+    "Half-width (`level`) of an accuracy p over n trials, p shrunk to (k+1)/(n+2) first."
     if not (isinstance(n, int) and n >= 1): raise ValueError(f"n must be an int ≥ 1, got {n!r}")
     q = (p * n + 1) / (n + 2)
     return float(norm.ppf((1 + level) / 2)) * math.sqrt(q * (1 - q) / n)
@@ -53,26 +54,27 @@ def mc_noise(p: float, iterations: int, level: float = 0.95) -> float:
 
 # %% ../nbs/00c_stats.ipynb #c4319563
 def mean_se(x) -> tuple[float, float]:
-    "(mean, standard error of the mean) of independent values x: the sample standard deviation (n − 1) over √n, in x's precision."
+    "(mean, standard error) of independent values x: sample sd (n − 1) over √n, in x's precision."
     import torch
     t = torch.as_tensor(x)
     if t.numel() == 0: raise ValueError("mean_se needs at least one value")
     return float(t.mean()), float(t.std() / np.sqrt(t.numel()))
 
 def pooled_accuracy(accuracies, errors) -> tuple[float, float]:
-    "(mean of several accuracies, its standard error √Σse² / n) for independent accuracies with standard errors `errors`."
+    "(mean, standard error √Σse² / n) of independent accuracies with standard errors `errors`."
     a, e = np.asarray(accuracies, dtype=np.float64), np.asarray(errors, dtype=np.float64)
-    if a.size == 0 or a.shape != e.shape: raise ValueError(f"need as many errors as accuracies (≥ 1); got {a.size} and {e.size}")
+    if a.size == 0 or a.shape != e.shape:
+        raise ValueError(f"need as many errors as accuracies (≥ 1); got {a.size} and {e.size}")
     return float(a.mean()), float(np.sqrt((e ** 2).sum()) / a.size)
 
 # %% ../nbs/00c_stats.ipynb #bb77dd4e
 def decide_accuracy(p: float, threshold: float, n: int, op: str = ">=") -> bool | None:
-    "`decide` for an accuracy over n trials against `threshold`, with its binomial noise; None when it was not measured (NaN)."
+    "`decide` for an accuracy over n trials with its binomial noise; None if not measured (NaN)."
     return None if p != p else decide(p, threshold, binomial_noise(p, n), op)
 
 # %% ../nbs/00c_stats.ipynb #554c62e7
 def implies(a: bool | None, b: bool | None) -> bool | None:
-    "Kleene implication a ⇒ b of verdicts True / False / None (None = within noise): False only when a holds and b fails."
+    "Kleene implication a ⇒ b of verdicts (None: within noise): False only if a holds and b fails."
     return True if (a is False or b is True) else False if (a is True and b is False) else None
 
 # %% ../nbs/00c_stats.ipynb #03e3ba20
@@ -81,33 +83,37 @@ def as_verdict(x) -> bool | None:
     return None if x is None or x != x else bool(x)
 
 # %% ../nbs/00c_stats.ipynb #dd749c4e
-def decide_rows(table, rows, value: str, noise: str, threshold: float, op: str = ">=") -> bool | None:
-    "One verdict for 'every row': `decide` of column `value` against `threshold` with column `noise` as its noise, for each of `rows` (index labels of the DataFrame `table`), combined by `decide_all`."
-    return decide_all(decide(float(table.loc[r, value]), threshold, float(table.loc[r, noise]), op) for r in rows)
+def decide_rows(table, rows, value: str, noise: str, threshold: float,
+                op: str = ">=") -> bool | None:
+    "One verdict for every row of `rows`: `decide` of column `value`, noise column `noise`."
+    return decide_all(decide(float(table.loc[r, value]), threshold, float(table.loc[r, noise]), op)
+                      for r in rows)
 
 # %% ../nbs/00c_stats.ipynb #48f3bd8a
-def decide_gap(a: float, noise_a: float, b: float, noise_b: float, threshold: float = 0.0, op: str = ">=") -> bool | None:
-    "`decide` of the difference a − b of two independent estimates against `threshold`, their noises added in quadrature."
+def decide_gap(a: float, noise_a: float, b: float, noise_b: float, threshold: float = 0.0,
+               op: str = ">=") -> bool | None:
+    "`decide` of a − b of two independent estimates vs `threshold`, noises added in quadrature."
     return decide(a - b, threshold, math.hypot(noise_a, noise_b), op)
 
 # %% ../nbs/00c_stats.ipynb #3b99069c
 def decide_interval(lo: float, hi: float, threshold: float = 1.0) -> bool | None:
-    "True when the interval [lo, hi] lies above `threshold`, False when it lies below, None when it contains it (within noise) or was not measured (NaN)."
+    "True if [lo, hi] lies above `threshold`, False if below, None if it contains it or is NaN."
     if lo != lo or hi != hi: return None
     if not lo <= hi: raise ValueError(f"an interval needs lo ≤ hi, got [{lo}, {hi}]")
     return True if lo > threshold else False if hi < threshold else None
 
 # %% ../nbs/00c_stats.ipynb #dbb4ec18
 def exceeds(a, b) -> bool | None:
-    "Is estimate a above estimate b? a, b: (value, lo, hi), each with its interval. True when a's value is higher and the intervals do not overlap, False when b's is higher and they do not overlap, else None."
+    "Is estimate a above estimate b? a, b: (value, lo, hi); None when their intervals overlap."
     (va, la, ha), (vb, lb, hb) = a, b
     return (True if la > hb else None) if va > vb else (False if lb > ha else None)
 
 # %% ../nbs/00c_stats.ipynb #a1fd198d
 def ordered_beyond_noise(values, noises) -> bool:
-    "Is each adjacent pair of the sorted `values` further apart than their two `noises` combined (root sum of squares)?"
+    "Are adjacent sorted `values` farther apart than their `noises` combined (root sum of squares)?"
     o = np.argsort(values)
-    return all(values[j] - values[i] > math.hypot(noises[i], noises[j]) for i, j in zip(o[:-1], o[1:]))
+    return all(values[j] - values[i] > math.hypot(noises[i], noises[j])
+               for i, j in zip(o[:-1], o[1:]))
 
 # %% ../nbs/00c_stats.ipynb #f588e975
 def rank_correlation(a, b) -> float:
@@ -117,15 +123,18 @@ def rank_correlation(a, b) -> float:
 
 # %% ../nbs/00c_stats.ipynb #9a3e89f1
 def permutation_spearman(a, b) -> tuple[float, float, float]:
-    "Spearman ρ of a, b and its exact permutation p-values (P(ρ_perm ≤ ρ), P(ρ_perm ≥ ρ)) over all orders of b."
+    "(ρ, P(ρ_perm ≤ ρ), P(ρ_perm ≥ ρ)): Spearman ρ of a, b and exact p-values over all orders of b."
     import itertools
-    if len(b) > 8: raise ValueError(f"an exact permutation test enumerates n! orders; n = {len(b)} > 8 is too many")
+    if len(b) > 8:
+        raise ValueError(f"an exact permutation test enumerates n! orders; "
+                         f"n = {len(b)} > 8 is too many")
     rho = rank_correlation(a, b)
-    null = np.array([rank_correlation(a, [b[i] for i in p]) for p in itertools.permutations(range(len(b)))])
+    null = np.array([rank_correlation(a, [b[i] for i in p])
+                     for p in itertools.permutations(range(len(b)))])
     return rho, float((null <= rho + 1e-9).mean()), float((null >= rho - 1e-9).mean())
 
 # %% ../nbs/00c_stats.ipynb #fa1a6da3
 def reason_or_note(verdict: bool | None, *texts) -> dict:
-    "The non-empty `texts`, joined, as `reason` (verdict None) or `note` (a verdict): keyword arguments for `Record.check`."
+    "`Record.check` keywords: the non-empty `texts`, joined, as `reason` (verdict None) or `note`."
     t = "; ".join(x for x in texts if x)
     return {} if not t else {"reason" if verdict is None else "note": t}

@@ -20,40 +20,49 @@ class DiskError(OSError):
 
 _FIX = "free space or fix the folder's permissions, or set POSVEC_HOME to a writable clone"
 _KIND = "move the file or folder that stands in the way aside, and run again"
-_DISK = {errno.ENOSPC: ("no space left on the device", _FIX), errno.EDQUOT: ("disk quota exceeded", _FIX),
+_DISK = {errno.ENOSPC: ("no space left on the device", _FIX),
+         errno.EDQUOT: ("disk quota exceeded", _FIX),
          errno.EROFS: ("the folder is on a read-only file system", _FIX),
-         errno.EACCES: ("no permission to write there", _FIX), errno.EPERM: ("no permission to write there", _FIX),
+         errno.EACCES: ("no permission to write there", _FIX),
+         errno.EPERM: ("no permission to write there", _FIX),
          errno.ENOTDIR: ("a file stands where a folder of the project belongs", _KIND),
          errno.EEXIST: ("a file stands where a folder of the project belongs", _KIND),
          errno.EISDIR: ("a folder stands where a file of the project belongs", _KIND)}
 
 @contextlib.contextmanager
 def disk_errors(folder):
-    "Re-raise disk, permission and file-or-folder errors inside the block as one `DiskError` line naming the path."
+    "Re-raise disk, permission, file/folder errors in the block as a `DiskError` naming the path."
     try: yield
     except DiskError: raise
     except OSError as e:
         if e.errno not in _DISK: raise
         what, fix = _DISK[e.errno]
-        where = e.filename if e.errno in (errno.ENOTDIR, errno.EEXIST, errno.EISDIR) and e.filename else folder
+        where = (e.filename if e.errno in (errno.ENOTDIR, errno.EEXIST, errno.EISDIR) and e.filename
+                 else folder)
         raise DiskError(e.errno, f"cannot write to {where}: {what} ({e.strerror}); {fix}") from None
     except RuntimeError as e:     # torch.save on a full disk
         m = str(e)
-        if "inline_container" not in m and "PytorchStreamWriter" not in m and "file write failed" not in m: raise
-        raise DiskError(errno.ENOSPC, f"cannot write to {folder}: the write failed half-way, most likely no space left on the "
-                                      f"device (torch: {m.strip().splitlines()[0][:120]}); free space and run again") from None
+        if ("inline_container" not in m and "PytorchStreamWriter" not in m
+                and "file write failed" not in m):
+            raise
+        raise DiskError(errno.ENOSPC,
+                        f"cannot write to {folder}: the write failed half-way, most likely no "
+                        f"space left on the device (torch: {m.strip().splitlines()[0][:120]}); "
+                        "free space and run again") from None
 
 def writable(folder) -> Path:
     "Create `folder` and prove it takes a file, or raise `DiskError` naming it."
     folder = Path(folder)
     with disk_errors(folder):
         folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".posvec-write-test."); os.close(fd); os.remove(tmp)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".posvec-write-test.")
+        os.close(fd)
+        os.remove(tmp)
     return folder
 
 # %% ../nbs/00b_storage.ipynb #c1949d4b
 def atomic_write(path, data: str | bytes | None = None, writer=None):
-    "Write `data` (or call `writer(tmp_path)`) to a temp file beside `path`, then rename it into place."
+    "Write `data` (or call `writer(tmp_path)`) to a temp file beside `path`, then rename it there."
     path = Path(path)
     with disk_errors(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -70,7 +79,8 @@ def atomic_write(path, data: str | bytes | None = None, writer=None):
 
 def write_json(path, obj) -> Path:
     "Atomically write `obj` as indented, key-sorted JSON."
-    return atomic_write(path, json.dumps(obj, indent=1, sort_keys=True, default=_json_default) + "\n")
+    return atomic_write(path,
+                        json.dumps(obj, indent=1, sort_keys=True, default=_json_default) + "\n")
 
 def _json_default(o):
     if isinstance(o, (np.integer,)): return int(o)
@@ -84,7 +94,7 @@ def _json_default(o):
 
 # %% ../nbs/00b_storage.ipynb #039f425e
 def remove_cache_entry(path, marker: str = "manifest.json"):
-    "Delete a cache folder so that no moment of the deletion leaves a trusted entry: the completion marker goes first."
+    "Delete a cache folder, its completion marker first, so that no moment leaves a trusted entry."
     path = Path(path)
     if not path.exists(): return
     if (path / marker).exists(): (path / marker).unlink()
@@ -101,13 +111,16 @@ def file_sha256(path) -> str:
 # %% ../nbs/00b_storage.ipynb #62340067
 def _folder_files(folder, marker):
     return sorted(str(f.relative_to(folder)) for f in Path(folder).rglob("*")
-                  if f.is_file() and f.name not in (marker, "checksums.json") and not f.name.startswith("."))
+                  if f.is_file() and f.name not in (marker, "checksums.json")
+                  and not f.name.startswith("."))
 
 # %% ../nbs/00b_storage.ipynb #a93dda98
 def seal(path, marker: str = "manifest.json") -> Path:
-    "Record the checksum of a cache file (`<file>.sha256`) or of every file of a cache folder (`checksums.json`)."
+    "Checksum a cache file (`<file>.sha256`) or every file of a cache folder (`checksums.json`)."
     path = Path(path)
-    if path.is_dir(): return write_json(path / "checksums.json", {f: file_sha256(path / f) for f in _folder_files(path, marker)})
+    if path.is_dir():
+        return write_json(path / "checksums.json",
+                          {f: file_sha256(path / f) for f in _folder_files(path, marker)})
     return atomic_write(path.with_name(path.name + ".sha256"), file_sha256(path) + "\n")
 
 # %% ../nbs/00b_storage.ipynb #19968469
@@ -127,7 +140,7 @@ def seal_check(path, marker: str = "manifest.json") -> bool | None:
 
 # %% ../nbs/00b_storage.ipynb #b6b6fc98
 def discard_damaged(path, why: str, marker: str = "manifest.json"):
-    "Warn that a cache entry is damaged (naming it), then remove it (and its seal) so the caller rebuilds it."
+    "Warn that cache entry `path` is damaged, remove it and its seal: the caller rebuilds it."
     path = Path(path)
     warnings.warn(f"damaged cache entry {path} ({why}): discarded, rebuilding it", stacklevel=2)
     print(f"posvec: damaged cache entry {path} ({why}): discarded, rebuilding it", file=sys.stderr)
@@ -138,12 +151,12 @@ def discard_damaged(path, why: str, marker: str = "manifest.json"):
 
 # %% ../nbs/00b_storage.ipynb #3a763753
 def _is_damage(e: BaseException) -> bool:
-    "Does a loader's error mean the file is damaged (not: out of memory, an OS error, a missing package)?"
+    "Does a loader's error mean a damaged file (not out of memory, an OS error, a missing package)?"
     return not isinstance(e, (MemoryError, OSError, ImportError))
 
 # %% ../nbs/00b_storage.ipynb #f1223886
 def verify_files(folder):
-    "Read every safetensors tensor and parse every JSON file of a folder (how entries from before checksums are checked)."
+    "Read every safetensors tensor and parse every JSON file of `folder` (checks unsealed entries)."
     from safetensors import safe_open
     for f in sorted(Path(folder).rglob("*")):
         if f.suffix == ".safetensors":
@@ -153,19 +166,27 @@ def verify_files(folder):
 
 # %% ../nbs/00b_storage.ipynb #6e9f60e2
 def entry_ok(path, marker: str = "manifest.json", verify=verify_files) -> bool:
-    "Is a cache folder entry complete and intact? Damaged ones are named and discarded; unsealed ones are verified, then sealed."
+    "Is a cache folder entry complete and intact? Damaged: discarded; unsealed: verified, sealed."
     path = Path(path)
     if not (path / marker).exists(): return False
     try: json.loads((path / marker).read_text())
-    except (ValueError, OSError) as e: discard_damaged(path, f"{marker} unreadable: {e}", marker); return False
+    except (ValueError, OSError) as e:
+        discard_damaged(path, f"{marker} unreadable: {e}", marker)
+        return False
     ok = seal_check(path, marker)
-    if ok is False: discard_damaged(path, "checksum mismatch: a file was changed or cut off", marker); return False
+    if ok is False:
+        discard_damaged(path, "checksum mismatch: a file was changed or cut off", marker)
+        return False
     if ok is None:
         try:
             if verify: verify(path)
         except Exception as e:
             if not _is_damage(e): raise
-            discard_damaged(path, f"{type(e).__name__}: {str(e).strip().splitlines()[0][:160] if str(e).strip() else ''}", marker)
+            discard_damaged(
+                path,
+                f"{type(e).__name__}: "
+                f"{str(e).strip().splitlines()[0][:160] if str(e).strip() else ''}",
+                marker)
             return False
         try: seal(path, marker)
         except OSError: pass
@@ -173,15 +194,19 @@ def entry_ok(path, marker: str = "manifest.json", verify=verify_files) -> bool:
 
 # %% ../nbs/00b_storage.ipynb #4b9fe428
 def load_sealed(path, load, what: str = "cache file"):
-    "`load(path)` for a sealed (or never-sealed, loadable) cache file, else None after discarding it; seals legacy entries."
+    "`load(path)` of an intact cache file (sealing an unsealed one), else None after discarding it."
     path = Path(path)
     if not path.exists(): return None
     ok = seal_check(path)
-    if ok is False: discard_damaged(path, f"{what}: checksum mismatch, the file was changed or cut off"); return None
+    if ok is False:
+        discard_damaged(path, f"{what}: checksum mismatch, the file was changed or cut off")
+        return None
     try: obj = load(path)
     except Exception as e:
         if not _is_damage(e): raise
-        discard_damaged(path, f"{what}: {type(e).__name__}: {str(e).strip().splitlines()[0][:160] if str(e).strip() else ''}"); return None
+        discard_damaged(path, f"{what}: {type(e).__name__}: "
+                              f"{str(e).strip().splitlines()[0][:160] if str(e).strip() else ''}")
+        return None
     if ok is None:
         try: seal(path)
         except OSError: pass                   # a read-only cache still loads
@@ -189,12 +214,12 @@ def load_sealed(path, load, what: str = "cache file"):
 
 # %% ../nbs/00b_storage.ipynb #16f84c31
 def staging_dir(final: Path) -> Path:
-    "Where a run of the artifact folder `final` writes until it succeeds: `.<name>.partial` beside it."
+    "Where a run of artifact folder `final` writes until it succeeds: `.<name>.partial` beside it."
     return final.parent / f".{final.name}.partial"
 
 # %% ../nbs/00b_storage.ipynb #48063656
 def swap_in(new: Path, final: Path):
-    "Replace folder `final` by `new` (the old one is renamed aside first, deleted last); see `restore_interrupted`."
+    "Replace folder `final` by `new`: the old one renamed aside first, deleted last."
     old = final.parent / f".{final.name}.old"
     with disk_errors(final.parent):
         if old.exists(): shutil.rmtree(old)
@@ -204,7 +229,7 @@ def swap_in(new: Path, final: Path):
 
 # %% ../nbs/00b_storage.ipynb #fcdaee69
 def restore_interrupted(final: Path):
-    "Undo a swap that died half-way: the last good result comes back when its replacement never arrived."
+    "Undo a swap that died half-way: the last good result returns if its replacement never arrived."
     old = final.parent / f".{final.name}.old"
     if old.exists():
         if not final.exists(): os.replace(old, final)
