@@ -14,6 +14,7 @@ from .storage import atomic_write, write_json, disk_errors
 from .record import _to_markdown
 from .trace import (decoder_layers, attention_masks, layer_windows, check_measures,
                               _refusal, position_kind, as_token_batch)
+from .null import untrained_copy
 from .decompose import positional_vectors, anchor_ratio, anchor_ratio_split, combine, pca
 from .attention import mean_attention, sink_share, attention_by_distance
 from .ablate import attention_input_vectors, ablation_table, position_sets
@@ -103,13 +104,9 @@ BASELINE_COLUMNS = ("anchor_ratio", "sink_x_uniform_max_head", "decay_x_uniform_
 
 def untrained_baseline(model, samples: torch.Tensor, seeds=(0, 1), **kw) -> pd.DataFrame:
     "`measure`'s per-layer numbers for random-init models of `model`'s config, per (seed, layer)."
-    import copy
-    from transformers import AutoModelForCausalLM
-    p, rows = next(model.parameters()), []
+    rows = []
     for s in seeds:
-        torch.manual_seed(s)
-        m = AutoModelForCausalLM.from_config(copy.deepcopy(model.config), dtype=p.dtype)
-        m = m.to(p.device).eval()
+        m = untrained_copy(model, s)                          # the nulls' own random init (05b_null)
         per_layer = measure(m, samples, **kw)["per_layer"]
         rows.append(per_layer[["layer", *BASELINE_COLUMNS]].assign(seed=s))
         del m
