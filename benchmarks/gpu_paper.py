@@ -40,9 +40,10 @@ bf16), `positional_vectors`, `mean_attention`, every RoPE switch of `rope.METHOD
 fine-tune through the Trainer, each against a stated tolerance. With --device cpu the device
 side is a second CPU copy, which still runs every comparison.
 
-posvec_lib.data imports `datasets` at the top (finetune and extend import data) but nothing
-here calls it; where it is missing (the device machine) a stand-in module takes its place while
-the library is imported (transformers still finds it missing), named in gpu-env.json.
+posvec_lib.data imports `datasets` at the top (finetune and extend import data), and
+posvec_lib.stats imports scipy.stats' normal quantile, but nothing here calls either; where they
+are missing (the device machine) stand-in modules take their place while the library is imported
+(transformers still finds them missing), named in gpu-env.json.
 """
 import argparse, contextlib, copy, csv, gc, json, math, os, platform, statistics, sys, tempfile
 import time, types, warnings
@@ -96,7 +97,7 @@ LIBRARY = ("config", "variants", "pose", "rope", "trace", "decompose", "attentio
            "train", "evaluate", "extend", "finetune")
 
 
-def import_library(missing_ok=("datasets",)) -> list:
+def import_library(missing_ok=("datasets", "scipy", "scipy.stats")) -> list:
     "Import the posvec_lib modules used here, standing in for the missing `missing_ok` packages."
     saved, out = {}, []             # a stand-in lives for the import only: transformers looks later
     for n in missing_ok:
@@ -106,6 +107,7 @@ def import_library(missing_ok=("datasets",)) -> list:
         saved[n] = sys.modules.get(n, ...)
         m = types.ModuleType(n)
         m.__spec__ = importlib.machinery.ModuleSpec(n, None)
+        m.__path__ = []             # a package: its submodules' stand-ins can be imported below it
         def missing(*a, _n=n, **k): raise ImportError(f"{_n} is not installed (gpu_paper stand-in)")
         m.__getattr__ = lambda attr, f=missing: f
         sys.modules[n] = m; out.append(n)
@@ -673,7 +675,7 @@ def main(argv=None) -> int:
     warnings.filterwarnings("ignore", category=FutureWarning)     # renamed Trainer arguments
     import transformers; transformers.logging.set_verbosity_error()
     hidden = HIDDEN
-    try: stand_ins = import_library(("datasets",))
+    try: stand_ins = import_library()
     except Exception as e:                                  # the library does not import here
         stand_ins = [f"import failed: {short(e)}"]
     dev = torch.device(a.device)
