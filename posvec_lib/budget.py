@@ -4,20 +4,17 @@
 
 # %% ../nbs/11c_budget.ipynb #57326971
 from __future__ import annotations
-import os
 from .config import Profile
+from .device import GIB, memory_problem
 
 LOCAL_CORPORA = ("stdlib", "stdlib-tests")        # built by `data.load_corpus` from this Python
 
 # %% auto #0
-__all__ = ['LOCAL_CORPORA', 'GIB', 'CPU_MEASURED', 'GPU_FLOPS', 'MC_SECONDS', 'llama_parameters', 'profile_parameters',
-           'train_bytes', 'forward_bytes', 'longest_length', 'memory_rows', 'training_flops_per_token', 'flop_rate',
-           'zoo_tokens', 'finetune_tokens', 'training_seconds', 'longest_document', 'data_problems', 'available_memory',
-           'memory_problem', 'feasibility']
+__all__ = ['LOCAL_CORPORA', 'CPU_MEASURED', 'GPU_FLOPS', 'MC_SECONDS', 'llama_parameters', 'profile_parameters', 'train_bytes',
+           'forward_bytes', 'longest_length', 'memory_rows', 'training_flops_per_token', 'flop_rate', 'zoo_tokens',
+           'finetune_tokens', 'training_seconds', 'longest_document', 'data_problems', 'feasibility']
 
 # %% ../nbs/11c_budget.ipynb #66f4a275
-GIB = 2 ** 30
-
 def llama_parameters(d: int, layers: int, heads: int, kv_heads: int, d_ff: int, vocab: int,
                      tied: bool = False) -> int:
     "Parameter count of a Llama-architecture model (grouped KV heads, SwiGLU MLP, RMSNorms)."
@@ -125,23 +122,6 @@ def data_problems(P: Profile) -> list[str]:
     return out
 
 # %% ../nbs/11c_budget.ipynb #2bc5aab8
-def available_memory() -> int:
-    "Bytes this machine can still allocate (MemAvailable), or its physical memory."
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"): return int(line.split()[1]) * 1024
-    except OSError: pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-def memory_problem(nbytes: float, what: str, lower: str = "", share: float = 0.9) -> str | None:
-    "One line when `what` needs over `share` of available memory, naming what to lower; or None."
-    have = available_memory()
-    if nbytes <= share * have: return None
-    return (f"{what} needs ~{nbytes / GIB:,.1f} GiB and this machine has "
-            f"{have / GIB:.1f} GiB available"
-            + (f"; lower {lower}" if lower else ""))
-
 def _pretrained_problem(P: Profile) -> str | None:
     "A pretrained model the profile measures that cannot be found, or a length beyond its window."
     if not P.pretrained_model: return None

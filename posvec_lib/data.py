@@ -12,6 +12,7 @@ import torch
 from datasets import Dataset, DatasetDict, load_dataset, concatenate_datasets
 from .config import Profile, get_profile, cache_dir, is_offline
 from .storage import atomic_write, write_json, load_sealed, seal
+from .device import memory_problem
 
 # %% auto #0
 __all__ = ['stdlib_files', 'split_of', 'Corpus', 'load_corpus', 'train_bpe', 'get_tokenizer', 'TokenizedDocs', 'tokenize_split',
@@ -234,7 +235,6 @@ def _window_args(docs: TokenizedDocs, length, n, bos: bool, what: str):
     for name, v, lo in (("length", length, 1 + int(bool(bos))), ("n", n, 1)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise ValueError(f"{what}: {name}={v!r}; allowed: an integer ≥ {lo}")
-    from posvec_lib.budget import memory_problem
     if (p := memory_problem(8 * n * length, f"{what}: n={n} windows of {length} tokens",
                             "n or length")):
         raise ValueError(p)

@@ -9,7 +9,7 @@ import numpy as np
 from .config import Profile
 
 # %% auto #0
-__all__ = ['seed_everything', 'resolve_device', 'torch_dtype', 'oom_hint']
+__all__ = ['GIB', 'seed_everything', 'resolve_device', 'torch_dtype', 'oom_hint', 'available_memory', 'memory_problem']
 
 # %% ../nbs/00d_device.ipynb #0be5fbe9
 def seed_everything(seed: int = 0):
@@ -71,3 +71,23 @@ def oom_hint(knob: str, value, what: str = ""):
         err.posvec_hint = True
         if torch.cuda.is_available(): torch.cuda.empty_cache()
         raise err from e
+
+# %% ../nbs/00d_device.ipynb #89c0f29a
+GIB = 2 ** 30
+
+def available_memory() -> int:
+    "Bytes this machine can still allocate (MemAvailable), or its physical memory."
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"): return int(line.split()[1]) * 1024
+    except OSError: pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+def memory_problem(nbytes: float, what: str, lower: str = "", share: float = 0.9) -> str | None:
+    "One line when `what` needs over `share` of available memory, naming what to lower; or None."
+    have = available_memory()
+    if nbytes <= share * have: return None
+    return (f"{what} needs ~{nbytes / GIB:,.1f} GiB and this machine has "
+            f"{have / GIB:.1f} GiB available"
+            + (f"; lower {lower}" if lower else ""))

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import torch
 from .storage import atomic_write, write_json, disk_errors
+from .device import memory_problem
 from .record import _to_markdown
 from .trace import (decoder_layers, attention_masks, layer_windows, check_measures,
                               _refusal, position_kind, as_token_batch)
@@ -404,7 +405,6 @@ def check_inspect_args(a) -> dict:
         raise ValueError(f"--text {a.text!r} is a folder; give a text file")
     if a.text is not None and not Path(a.text).is_file():
         raise FileNotFoundError(f"--text {a.text!r} does not exist")
-    from posvec_lib.budget import memory_problem
     p = memory_problem(8 * a.samples * a.length,
                        f"--samples {a.samples} × --length {a.length} (token ids alone)",
                        "--samples or --length", share=0.5)

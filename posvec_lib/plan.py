@@ -7,7 +7,8 @@ from __future__ import annotations
 import csv, json, re, time
 from pathlib import Path
 from .config import Profile, get_profile, project_root
-from .budget import llama_parameters, memory_rows, GIB
+from .budget import llama_parameters, memory_rows
+from .device import GIB
 from .reproduce import _finetune_runs
 
 # %% auto #0

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Callable, NamedTuple, Sequence
 import numpy as np
 import torch
+from .device import memory_problem
 
 # %% auto #0
 __all__ = ['CONTENTS', 'ANCHORS', 'OFFSETS', 'CHUNKS_SAMPLER', 'SAMPLERS', 'COVERAGE_METHODS', 'check_int', 'check_windows',
@@ -252,7 +253,6 @@ def coverage_positions(Lc: int, Lt: int, method: str, rng: np.random.Generator, 
 
 def _fits_in_memory(nbytes: int, what: str):
     "Refuse an allocation this machine cannot hold, naming it, before it is tried."
-    from posvec_lib.budget import memory_problem
     if (p := memory_problem(nbytes, what, "Lt (or batch)")): raise ValueError(p)
 
 def coverage_probability(Lc: int, Lt: int, method: str = "pose", n_chunks: int = 2,
