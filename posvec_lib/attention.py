@@ -10,7 +10,8 @@ from .trace import run_with_cache, decoder_layers, hooks, as_token_batch, check_
 
 # %% auto #0
 __all__ = ['SINK_X_UNIFORM', 'mean_attention', 'sink_share', 'uniform_sink_share', 'attention_by_distance', 'sink_x_uniform',
-           'head_label', 'strongest_sink', 'uniform_attention', 'sink_excess', 'decay_ratio', 'geometric_mean']
+           'head_label', 'strongest_sink', 'uniform_attention', 'sink_excess', 'decay_ratio', 'geometric_mean',
+           'sink_and_decay']
 
 # %% ../nbs/06_attention.ipynb #246bf918
 @torch.no_grad()
@@ -121,3 +122,10 @@ def geometric_mean(x: torch.Tensor, floor: float | None = None) -> float:
     "exp(mean(log x)) over every element of x, values below `floor` raised to it first."
     x = x.double() if floor is None else x.double().clamp(min=floor)
     return float(x.log().mean().exp())
+
+# %% ../nbs/06_attention.ipynb #ac9f09b6
+def sink_and_decay(attn: torch.Tensor, start: int = 4,
+                   far: tuple[int, int] | None = None) -> dict:
+    "The strongest head's sink (× uniform) and the decay ratio's geometric mean over heads."
+    return dict(sink_strongest=strongest_sink(attn, start)["x_uniform"],
+                decay_ratio=geometric_mean(decay_ratio(attn, far=far)))
