@@ -11,7 +11,7 @@ from .trace import run_with_cache, decoder_layers, hooks, as_token_batch, check_
 # %% auto #0
 __all__ = ['SINK_X_UNIFORM', 'mean_attention', 'sink_share', 'uniform_sink_share', 'attention_by_distance', 'sink_x_uniform',
            'head_label', 'strongest_sink', 'uniform_attention', 'sink_excess', 'decay_ratio', 'geometric_mean',
-           'sink_and_decay']
+           'sink_and_decay', 'attention_summary']
 
 # %% ../nbs/06_attention.ipynb #246bf918
 @torch.no_grad()
@@ -124,8 +124,15 @@ def geometric_mean(x: torch.Tensor, floor: float | None = None) -> float:
     return float(x.log().mean().exp())
 
 # %% ../nbs/06_attention.ipynb #ac9f09b6
-def sink_and_decay(attn: torch.Tensor, start: int = 4,
-                   far: tuple[int, int] | None = None) -> dict:
-    "The strongest head's sink (× uniform) and the decay ratio's geometric mean over heads."
+def sink_and_decay(attn: torch.Tensor, start: int = 4, far: tuple[int, int] | None = None,
+                   floor: float | None = None) -> dict:
+    "The strongest head's and the head-mean sink (× uniform); the decay ratio's geometric mean."
     return dict(sink_strongest=strongest_sink(attn, start)["x_uniform"],
-                decay_ratio=geometric_mean(decay_ratio(attn, far=far)))
+                sink_mean=float(sink_x_uniform(attn, start).mean()),
+                decay_ratio=geometric_mean(decay_ratio(attn, far=far), floor))
+
+def attention_summary(model, samples: torch.Tensor, layers=None, map_layer: int | None = None,
+                      batch_size: int = 8, **kw) -> dict:
+    "`sink_and_decay` of the model's mean attention, with one layer's head-mean map if asked."
+    A = mean_attention(model, samples, batch_size, progress=False, layers=layers)
+    return sink_and_decay(A, **kw) | ({} if map_layer is None else {"map": A[map_layer].mean(0)})
