@@ -100,6 +100,9 @@ class Profile:
     # AMD EPYC); PoSE and RandPos get 3 seeds, which measure the seed spread
     full_length_seeds: int = 1
     passkey_trials: int = 20
+    # init seeds of the untrained null (null.null_seeds): 5 gives its t interval 4 df (t = 2.78;
+    # 3 seeds: 2 df, t = 4.30)
+    null_init_seeds: int = 5
     # graded passkey: the true key ranked among this many answers (chance rank score 0.5)
     passkey_candidates: int = 25
     mc_iterations: int = 10000           # Monte Carlo iterations (coverage, B Fig. 5/6)
@@ -230,7 +233,7 @@ KNOBS: dict[str, Knob] = dict(
     pose_recall_share=_share(), pose_copy_share=_share(),
     pose_interpolation=Knob(str, f"one of {list(FT_INTERPOLATIONS)}",
                             lambda v: v in FT_INTERPOLATIONS),
-    full_length_seeds=_int(1), passkey_trials=_int(1), passkey_candidates=_int(2),
+    full_length_seeds=_int(1), passkey_trials=_int(1), null_init_seeds=_int(2), passkey_candidates=_int(2),
     mc_iterations=_int(1), eval_docs=_int(1),
     extreme_target=Knob(int, "0 (not run) or an integer ≥ 4 (a multiple of 4: lengths t·C/4 … t·C)",
                         lambda v: v == 0 or (v >= 4 and v % 4 == 0)),
@@ -340,7 +343,7 @@ PROFILES: dict[str, Profile] = {
         lr=3e-3, warmup_steps=5,
         eval_samples=8, n_samples=16, max_factor=2, ext_factors=(2,), pose_targets=(2, 4),
         pose_steps=4,
-        pose_batch_size=2, passkey_trials=3, passkey_candidates=8, mc_iterations=500, eval_docs=2,
+        pose_batch_size=2, passkey_trials=3, null_init_seeds=2, passkey_candidates=8, mc_iterations=500, eval_docs=2,
         extreme_target=64,
         pretrained_model="tiny-local", pretrained_length=32, pretrained_samples=4,
         pretrained_passkey_lengths=(160,),
@@ -364,7 +367,7 @@ PROFILES: dict[str, Profile] = {
         pose_lr_floor=0.0, pose_recall_share=0.0, pose_copy_share=0.0, pose_interpolation="linear",
         zoo=("nope", "rope", "window", "window_rope", "alibi", "window_small", "nope_new"),
         n_samples=32768, max_factor=4, ext_factors=(2, 4), pose_targets=(8, 16), pose_steps=1000,
-        pose_lr=2e-5, passkey_trials=50, passkey_candidates=100,
+        pose_lr=2e-5, passkey_trials=50, null_init_seeds=3, passkey_candidates=100,
         pose_batch_size=64, eval_docs=50, extreme_target=64, pretrained_model="llama-3-8b",
         pretrained_length=2048, pretrained_samples=2048,
         pretrained_passkey_lengths=(2048, 4096, 8192),
