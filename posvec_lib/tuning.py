@@ -9,17 +9,19 @@ import pandas as pd
 import torch
 from .config import Profile, SAMPLE_SEEDS, cache_dir
 from .storage import write_json, load_sealed, seal
-from .stats import decide, decide_all
+from .stats import decide, decide_all, as_verdict
 from .trace import active_extensions, decoder_layers, as_token_batch
 from .decompose import PositionalVectors
 from .train import token_nll
+from .evaluate import sliding_window_ppl
 from .extend import EXTENSIONS, IDENTITY_SETTINGS, extend
-from .beyond import N_GROUPS, cached_positional_vectors, group_vectors
+from .beyond import N_GROUPS, cached_positional_vectors, group_vectors, pooled
 
 # %% auto #0
-__all__ = ['REPLICATE_SEEDS', 'search_grid', 'ppl_of', 'ppl_search', 'beats_direct', 'reference_samples', 'replicate_samples',
-           'reference_positional_vectors', 'reference_group_vectors', 'default_grid', 'tuned_setting',
-           'setting_for_length', 'extension_kwargs']
+__all__ = ['REPLICATE_SEEDS', 'search_grid', 'ppl_of', 'ppl_search', 'beats_direct', 'nothing_to_repair', 'keeps_in_window_ppl',
+           'reference_samples', 'replicate_samples', 'reference_positional_vectors', 'reference_group_vectors',
+           'default_grid', 'tuned_setting', 'setting_for_length', 'extension_kwargs', 'extended_group_vectors',
+           'extended_positional_vectors', 'sliding_ppl_rows']
 
 # %% ../nbs/07c_tuning.ipynb #1210961f
 def search_grid(**axes) -> list[dict]:
@@ -59,6 +61,32 @@ def beats_direct(vs_direct: pd.DataFrame, name: str, method: str, lengths, C: in
               if any(same) else "")
     vals = {f"L={k[2]}_{c}": float(vd.loc[k][c]) for c in ("ratio", "lo", "hi") for k in keys}
     return decide_all(v), vals, reason
+
+# %% ../nbs/07c_tuning.ipynb #7e5d803a
+def nothing_to_repair(n_layers: int, W: int, C: int, direct_ppl: dict, settings=(),
+                      why: str = "") -> tuple[str, dict]:
+    "(reason, values): window extension has nothing to repair when L·(W − 1) + 1 ≤ C."
+    rf = n_layers * (W - 1) + 1
+    if rf > C: return why, {}
+    reason = (f"TL-Window here has n_layers·W = {n_layers}·{W} = {n_layers * W} "
+              f"{'=' if n_layers * W == C else '≤' if n_layers * W < C else '>'} C = {C} "
+              f"(receptive field L·(W−1)+1 = {rf}): structurally the paper's TL-Window-80, whose "
+              "PPL beyond C is already flat (direct: "
+              f"{', '.join(f'{x:.3g}' for x in direct_ppl.values())}), so window extension has "
+              "nothing to repair; the search picks "
+              f"{', '.join(sorted(set(settings)))}"
+              + (f"; {why}" if why else ""))
+    return reason, {f"direct_ppl_L={L}": v for L, v in direct_ppl.items()}
+
+# %% ../nbs/07c_tuning.ipynb #fbe80a46
+def keeps_in_window_ppl(ratio: float, lo: float, hi: float, in_distribution,
+                        limit: float = 1.25) -> tuple[bool | None, dict]:
+    "(verdict, values): PPL ratio ≤ `limit` beyond its interval and vectors in distribution."
+    ppl_ok = decide(ratio, limit, max(hi - ratio, ratio - lo), "<=")
+    in_dist = as_verdict(in_distribution)
+    word = {True: "holds", False: "fails", None: "within noise"}
+    return (decide_all([ppl_ok, in_dist]),
+            dict(ppl_verdict=word[ppl_ok], in_distribution_verdict=word[in_dist]))
 
 # %% ../nbs/07c_tuning.ipynb #e9322d71
 def _zoo():
@@ -165,3 +193,45 @@ def extension_kwargs(P: Profile, model, method: str, setting: dict) -> dict:
     "Arguments of `extend` for a tuned setting (adds the reference vectors for replacement)."
     return (dict(setting, pv=reference_positional_vectors(P, model)) if method == "replacement"
             else dict(setting))
+
+# %% ../nbs/07c_tuning.ipynb #821358aa
+def extended_group_vectors(P: Profile, model, method: str, T: int, setting: dict,
+                           replicate: int = 1) -> list[PositionalVectors]:
+    "`reference_group_vectors` of `model` with `method` at `setting` applied (none at identity)."
+    if method == "direct" or setting == IDENTITY_SETTINGS[method]:
+        return reference_group_vectors(P, model, replicate, T)
+    with extend(model, method, **extension_kwargs(P, model, method, setting)):
+        return reference_group_vectors(P, model, replicate, T)
+
+def extended_positional_vectors(P: Profile, model, method: str, T: int, setting: dict,
+                                replicate: int = 1) -> torch.Tensor:
+    "p [L, T, d] of `model` with `method` at `setting`: pooled groups; the reference p at identity."
+    if method == "direct" or setting == IDENTITY_SETTINGS[method]:
+        return reference_positional_vectors(P, model, replicate).p[:, :T]
+    return pooled(extended_group_vectors(P, model, method, T, setting, replicate)).p
+
+# %% ../nbs/07c_tuning.ipynb #d773a2f0
+def sliding_ppl_rows(P: Profile, spec, models: dict, docs: list, lengths, bos_id: int,
+                     memo: dict | None = None) -> tuple[list[dict], list[dict], dict]:
+    "(rows, settings used, results): sliding-window PPL of each (name, method) of `spec` by length."
+    memo = {} if memo is None else memo
+    rows, used, scored = [], [], {}
+    for name, method in spec:
+        if name not in models: continue
+        model, row = models[name], dict(model=name, method=method)
+        for L in lengths:
+            setting = setting_for_length(P, name, method, L, model)
+            # layers shown 1-based
+            shown = {k: (v + 1 if k == "layer" else v) for k, v in setting.items()}
+            used.append(dict(model=name, method=method, L=L,
+                             setting=", ".join(f"{k}={v:g}" for k, v in sorted(shown.items()))))
+            key = ((name, L) if setting == IDENTITY_SETTINGS[method]
+                   else (name, L, method, tuple(sorted(setting.items()))))
+            if key not in memo:  # the unchanged model is scored once
+                with extend(model, method, **extension_kwargs(P, model, method, setting)):
+                    memo[key] = sliding_window_ppl(model, docs, L, max(1, L // 2), bos_id,
+                                                   progress=False)
+            scored[name, method, L] = memo[key]
+            row[f"L={L}"] = memo[key]["ppl"]
+        rows.append(row)
+    return rows, used, scored
