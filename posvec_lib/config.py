@@ -453,11 +453,11 @@ SAMPLE_SEEDS = dict(                 # offsets to the profile seed, one per name
     coverage_paper=1,                # Monte Carlo at the paper's lengths (pose_coverage)
     # the pretrained model's sets
     pretrained_positional=61, pretrained_ppl=62, pretrained_icl=63, pretrained_passkey=64,
-    # validation windows of A's reference positional vectors (extend.reference_samples)
+    # validation windows of A's reference positional vectors (tuning.reference_samples)
     reference=31,
-    # validation windows of the extension-setting searches (extend.tuned_setting)
+    # validation windows of the extension-setting searches (tuning.tuned_setting)
     search=32,
-    # the independent replicate of the reference windows (extend.replicate_samples)
+    # the independent replicate of the reference windows (tuning.replicate_samples)
     replicate=35,
     # held-out windows of every zoo entry's validation PPL (train, the zoo table)
     validation_ppl=1234)

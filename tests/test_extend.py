@@ -7,11 +7,13 @@ from transformers import LlamaForCausalLM
 
 from posvec_lib.config import get_profile
 from posvec_lib.decompose import positional_vectors
-from posvec_lib.extend import (EXTENSIONS, active_extensions, attention_scaling, dynamic_ntk, effective_ratio, extend,
-                               initial_scaling, interpolate_positions, positional_vector_replacement, ppl_search,
-                               replacement_shift, search_grid, window_extension, beyond_similarity, interval_means,
-                               repetition_lengths)
-from posvec_lib.trace import run_with_cache
+from posvec_lib.extend import (EXTENSIONS, attention_scaling, dynamic_ntk, extend, initial_scaling,
+                               interpolate_positions, positional_vector_replacement,
+                               replacement_shift, window_extension)
+from posvec_lib.beyond import effective_ratio, beyond_similarity, interval_means
+from posvec_lib.tuning import ppl_search, search_grid
+from posvec_lib.probes import repetition_lengths
+from posvec_lib.trace import active_extensions, run_with_cache
 from posvec_lib.variants import Variant, model_config, tiny_model
 
 P = get_profile("smoke")

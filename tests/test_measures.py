@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from posvec_lib.decompose import PositionalVectors
-from posvec_lib.extend import (in_window_share, share_interval, group_vectors, pooled,
+from posvec_lib.beyond import (in_window_share, share_interval, group_vectors, pooled,
                                relative_similarity, SHARE_IN_DISTRIBUTION)
 from posvec_lib.null import untrained_copy
 from posvec_lib.variants import tiny_model

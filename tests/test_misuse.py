@@ -10,9 +10,10 @@ from posvec_lib.attention import mean_attention
 from posvec_lib.config import get_profile
 from posvec_lib.decompose import positional_vectors
 from posvec_lib.evaluate import ppl_by_position
-from posvec_lib.extend import EXTENSIONS, IDENTITY_SETTINGS, active_extensions, extend, ppl_of
+from posvec_lib.extend import EXTENSIONS, IDENTITY_SETTINGS, extend
+from posvec_lib.tuning import ppl_of
 from posvec_lib.pose import SAMPLERS, pose_sample_chunks
-from posvec_lib.trace import as_token_batch, run_with_cache, run_with_hooks
+from posvec_lib.trace import active_extensions, as_token_batch, run_with_cache, run_with_hooks
 from posvec_lib.variants import Variant, apply_variant, model_config, tiny_model
 
 V, T = 101, 12

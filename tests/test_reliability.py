@@ -371,14 +371,14 @@ def test_damaged_positional_vector_cache_is_recomputed(empty_root, capsys):
     from transformers import LlamaForCausalLM
     from posvec_lib.config import get_profile
     from posvec_lib.variants import tiny_model
-    from posvec_lib import extend
+    from posvec_lib import beyond
     m = tiny_model("rope", vocab_size=64, attn="posvec_sdpa")
     x = torch.randint(0, 64, (4, 16))
-    a = extend.cached_positional_vectors(m, x)
+    a = beyond.cached_positional_vectors(m, x)
     [f] = (empty_root / "data" / "cache" / "posvec").glob("pv-*.pt")
-    cut(f); extend._PV_MEMO.clear()
+    cut(f); beyond._PV_MEMO.clear()
     with pytest.warns(UserWarning, match="damaged cache entry"):
-        b = extend.cached_positional_vectors(m, x)
+        b = beyond.cached_positional_vectors(m, x)
     assert f"damaged cache entry {f} (positional-vector cache" in capsys.readouterr().err
     assert torch.equal(a.p, b.p)
 
