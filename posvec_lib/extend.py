@@ -19,8 +19,7 @@ from .trace import (Extension, active_extensions, hooks, run_with_cache, decoder
 from .decompose import PositionalVectors, positional_vectors, cosine_matrix, combine
 from .rope import apply_interpolation
 from .variants import ATTENTION_KINDS, supported_models
-from .train import token_nll
-from .evaluate import suffix_logits
+from .evaluate import suffix_logits, token_nll
 
 # %% auto #0
 __all__ = ['NEEDS', 'EXTENSIONS', 'RESOLVING_ERROR', 'SIMI_REL_IN_DISTRIBUTION', 'IN_WINDOW_LEVEL', 'SHARE_IN_DISTRIBUTION',
