@@ -8,8 +8,8 @@ none, not even at C. Issue 13 asks for fine-tunes at the paper's 1000 steps; thi
 For each method and step count it fine-tunes with the library (`finetune.load_finetuned` on a `FinetuneSpec` with
 `steps`; cached in data/cache/finetune like the notebooks' runs, the same recipe: the profile's pose_lr, pose_batch_size,
 linear schedule, 10 warm-up steps), then measures greedy exact-match passkey retrieval with the code prompt
-(`finetune.passkey_accuracy`, `--trials` keys, the same keys for every model) and the graded rank score among
-`passkey_candidates` answers (`finetune.passkey_rank`, chance 0.5) at lengths f·C for f in `--factors`, and the
+(`passkey.passkey_accuracy`, `--trials` keys, the same keys for every model) and the graded rank score among
+`passkey_candidates` answers (`passkey.passkey_rank`, chance 0.5) at lengths f·C for f in `--factors`, and the
 validation PPL at C. One CSV row per (method, steps, length); a rerun replaces its own rows.
 """
 import argparse, csv, math, time
@@ -17,8 +17,10 @@ from pathlib import Path
 import torch
 from posvec_lib.config import get_profile, sample_seed
 from posvec_lib.data import profile_data, fixed_length_samples
-from posvec_lib.train import token_nll, load_zoo_model
-from posvec_lib.finetune import FinetuneSpec, FT_METHODS, load_finetuned, finetune_manifest, passkey_accuracy, passkey_rank
+from posvec_lib.train import load_zoo_model
+from posvec_lib.evaluate import token_nll
+from posvec_lib.finetune import FinetuneSpec, FT_METHODS, load_finetuned, finetune_manifest
+from posvec_lib.passkey import passkey_accuracy, passkey_rank
 
 
 def measure(model, P, data, factors, trials) -> list[dict]:

@@ -36,7 +36,7 @@ causal attention 2·L·d·T) and the hours 32K samples would take.
 Part 3: the smoke profile's models (`variants.tiny_model`: RoPE, NoPE, ALiBi, window,
 window-RoPE) on the device against the same calls on the CPU: placement, logits (sdpa, eager,
 bf16), `positional_vectors`, `mean_attention`, every RoPE switch of `rope.METHODS` and every
-`extend.EXTENSIONS` entry with its exact undo, `finetune.step_cost`, and a 4-step PoSE
+`extend.EXTENSIONS` entry with its exact undo, `efficiency.step_cost`, and a 4-step PoSE
 fine-tune through the Trainer, each against a stated tolerance. With --device cpu the device
 side is a second CPU copy, which still runs every comparison.
 
@@ -94,7 +94,7 @@ PAPER_FIG3 = "B_ppl_fig3_efficiency"
 # ---------------------------------------------------------------- helpers
 
 LIBRARY = ("config", "variants", "pose", "rope", "trace", "decompose", "attention", "data",
-           "train", "evaluate", "extend", "finetune")
+           "train", "evaluate", "extend", "finetune", "efficiency")
 
 
 def import_library(missing_ok=("datasets", "scipy", "scipy.stats")) -> list:
@@ -440,7 +440,7 @@ def part_cuda_paths(a, dev, out: Path, deadline: float):
     from posvec_lib.attention import mean_attention
     from posvec_lib.rope import apply_interpolation, METHODS
     from posvec_lib.extend import extend, EXTENSIONS
-    from posvec_lib.finetune import step_cost
+    from posvec_lib.efficiency import step_cost
     from posvec_lib.pose import PoSECollator
     rows = Rows(out / "gpu-cuda-paths.csv", CUDA_COLUMNS)
     cpu = torch.device("cpu")
@@ -549,7 +549,7 @@ def part_cuda_paths(a, dev, out: Path, deadline: float):
         ok = r["peak_bytes"] > 0 and r["s_per_step"] > 0
         return (0.0 if ok else math.inf), (f"s/step {r['s_per_step']:.4f}; "
                                            f"peak {r['peak_bytes'] / 2**20:.1f} MiB")
-    check("finetune.step_cost", "rope", stepped, 0.0, what=dev.type)
+    check("efficiency.step_cost", "rope", stepped, 0.0, what=dev.type)
 
     def pose_finetune():
         losses, params = {}, {}

@@ -15,7 +15,7 @@ copy, where nothing can be copied: their difference, `copy_gain` (with its paire
 A model that copies approaches accuracy 1 and a large gain; one that only knows the language has a gain near 0.
 With `--induction-steps` N, the model first trains N steps on `retrieval.InductionWindows` (copies of random token ids,
 `--induction-length` tokens, constant lr `--induction-lr`): train.induction_warmup, the zoo's `induction_steps` warm-up. At the end: passkey exact match at C with the
-official and the code prompt (finetune.passkey_accuracy, 50 keys each), the recall format's own exact match
+official and the code prompt (passkey.passkey_accuracy, 50 keys each), the recall format's own exact match
 (retrieval.recall_accuracy, 100 windows) and the validation PPL at C (`validation_ppl` windows). One CSV row per
 measurement step (`kind` = curve) and one for the end (`kind` = final); rows of a run are replaced when it is rerun.
 """
@@ -25,9 +25,10 @@ import torch
 from transformers import Trainer, TrainerCallback
 from posvec_lib.config import get_profile, sample_seed
 from posvec_lib.data import profile_data, fixed_length_samples
-from posvec_lib.train import build_model, training_args, token_nll, induction_warmup
+from posvec_lib.train import build_model, training_args, induction_warmup
+from posvec_lib.evaluate import token_nll
 from posvec_lib.variants import zoo_variants
-from posvec_lib.finetune import passkey_accuracy, passkey_min_length
+from posvec_lib.passkey import passkey_accuracy, passkey_min_length
 from posvec_lib.retrieval import RecallWindows, copy_accuracy, recall_accuracy
 
 

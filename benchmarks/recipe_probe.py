@@ -6,7 +6,7 @@ to the target, judged on the positive control (Full-length at 8C) before any PoS
 It runs on a base trained with `--seed` (default 1; the artifacts use the profile's seed 0), so the recipe is not
 tuned on the models the claims are decided on. For each recipe (a set of `pose_*` knobs, below) it fine-tunes
 Full-length and PoSE to s·C with the library (`finetune.load_finetuned`, cached in data/cache/finetune), then
-measures exact-match passkey retrieval with the code prompt (`finetune.passkey_accuracy`, the same keys for every
+measures exact-match passkey retrieval with the code prompt (`passkey.passkey_accuracy`, the same keys for every
 model) at f·C for f in `--factors`, the validation PPL at C, and the PPL of the first s·C tokens of held-out
 documents. The Original and PI-only with each interpolation are measured once. One CSV row per (run, length);
 a rerun replaces its own rows. `train_s` is the wall time of the run's training as its manifest recorded it.
@@ -16,9 +16,10 @@ from pathlib import Path
 import torch
 from posvec_lib.config import get_profile, sample_seed
 from posvec_lib.data import profile_data, fixed_length_samples, long_documents
-from posvec_lib.train import token_nll, load_zoo_model
-from posvec_lib.finetune import (FinetuneSpec, load_finetuned, finetune_manifest, passkey_accuracy,
-                                 extended_model)
+from posvec_lib.train import load_zoo_model
+from posvec_lib.evaluate import token_nll
+from posvec_lib.finetune import FinetuneSpec, load_finetuned, finetune_manifest, extended_model
+from posvec_lib.passkey import passkey_accuracy
 
 RECIPES = {   # name: the fine-tune knobs (the rest are the profile's), in the order the probe runs them
     "yarn-200-mix": dict(pose_steps=200, pose_interpolation="yarn_pose", pose_lr_floor=0.1,

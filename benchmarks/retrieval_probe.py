@@ -6,8 +6,8 @@ key-value recall windows (posvec_lib.retrieval) are mixed into pre-training? Iss
 It trains one RoPE model of the zoo's size and recipe (train.build_model, train.training_args, the Trainer, the
 profile's train_steps, batch, lr and warmup) from scratch on `data.RandomWindows` with a `share` of recall windows
 (`retrieval.RecallWindows`), then measures what the zoo table reports for the base model:
-- passkey exact match at C with the code prompt (finetune.passkey_accuracy, `code` variant, 50 trials) and the graded
-  rank score (finetune.passkey_rank, chance 0.5);
+- passkey exact match at C with the code prompt (passkey.passkey_accuracy, `code` variant, 50 trials) and the graded
+  rank score (passkey.passkey_rank, chance 0.5);
 - exact match on 100 held-out recall windows of the training format itself (retrieval.recall_accuracy), to tell
   "did not learn to retrieve" from "learned it, but not for the passkey prompt";
 - validation PPL at C on the zoo's fixed held-out windows (seed 1234, `eval_samples` windows), to see what the added
@@ -28,9 +28,10 @@ import torch
 from transformers import Trainer
 from posvec_lib.config import get_profile
 from posvec_lib.data import profile_data, fixed_length_samples
-from posvec_lib.train import build_model, training_args, token_nll, zoo_path, load_zoo_model
+from posvec_lib.train import build_model, training_args, zoo_path, load_zoo_model
+from posvec_lib.evaluate import token_nll
 from posvec_lib.variants import zoo_variants
-from posvec_lib.finetune import passkey_accuracy, passkey_rank
+from posvec_lib.passkey import passkey_accuracy, passkey_rank
 from posvec_lib.retrieval import RecallWindows, recall_accuracy
 from posvec_lib.config import sample_seed
 from posvec_lib.storage import entry_ok

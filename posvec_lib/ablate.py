@@ -15,16 +15,15 @@ from .trace import decoder_layers, hooks
 from .decompose import StreamingMoments, PositionalVectors, positional_vectors
 from .attention import (attention_by_distance, sink_share, uniform_sink_share,
                                   sink_x_uniform, sink_excess, decay_ratio)
-from .train import token_nll
+from .evaluate import token_nll, ppl_ratio_ci
 from .stats import exceeds
 
 # %% auto #0
 __all__ = ['WHERES', 'REMOVALS', 'LOCAL_CONTEXT', 'InputVectors', 'attention_input_vectors', 'ablate', 'position_sets',
-           'scored_positions', 'vector_similarity', 'ablation_effect', 'ppl_ratio_ci', 'ablation_table',
-           'parts_half_width', 'part_similarities', 'similarity_gap', 'excess_left', 'excess_left_parts',
-           'initial_dominates', 'initial_dominates_ci', 'removal_asymmetry', 'asymmetry_null', 'most_harmful',
-           'least_similar_rival', 'receptive_field', 'distinct_positions', 'positional_logits', 'rope_rotate',
-           'toy_attention']
+           'scored_positions', 'vector_similarity', 'ablation_effect', 'ablation_table', 'parts_half_width',
+           'part_similarities', 'similarity_gap', 'excess_left', 'excess_left_parts', 'initial_dominates',
+           'initial_dominates_ci', 'removal_asymmetry', 'asymmetry_null', 'most_harmful', 'least_similar_rival',
+           'receptive_field', 'distinct_positions', 'positional_logits', 'rope_rotate', 'toy_attention']
 
 # %% ../nbs/06a_ablate.ipynb #b3415d2f
 WHERES = ("pre_norm", "post_norm")
@@ -177,16 +176,6 @@ def ablation_effect(model, removal: str | None, positions, ref: InputVectors,
     return dict(simi=float(s.mean()), simi_centred=float(sc.mean()), simi_layer=s.mean(1).tolist(),
                 simi_centred_layer=sc.mean(1).tolist(), ppl=float(nll.mean().exp()),
                 nll=nll.double().mean(1), pv=pv)
-
-# %% ../nbs/06a_ablate.ipynb #e3876161
-def ppl_ratio_ci(nll: torch.Tensor, nll0: torch.Tensor, reps: int = 1000, seed: int = 0,
-                 level: float = 0.95) -> tuple[float, float]:
-    "Paired bootstrap interval over samples of PPL(nll) / PPL(nll0), from per-sample mean NLLs [n]."
-    d = (nll.double() - nll0.double()).numpy()
-    if len(d) < 2: return (float("nan"), float("nan"))
-    idx = np.random.default_rng(seed).integers(0, len(d), size=(reps, len(d)))
-    r = np.exp(d[idx].mean(1))
-    return tuple(float(x) for x in np.quantile(r, [(1 - level) / 2, (1 + level) / 2]))
 
 # %% ../nbs/06a_ablate.ipynb #821bf0da
 def ablation_table(model, sets: dict, ref: InputVectors, pv0: PositionalVectors, pv_samples,

@@ -4,7 +4,7 @@
 
 # %% ../nbs/00d_device.ipynb #5e02e4ad
 from __future__ import annotations
-import contextlib, random
+import contextlib, os, random
 import numpy as np
 from .config import Profile
 

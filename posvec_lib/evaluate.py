@@ -8,12 +8,44 @@ import inspect, math
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from .train import token_nll
-from .trace import as_token_batch, _in_vocabulary
+from .trace import as_token_batch, _in_vocabulary, check_batch_size
 
 # %% auto #0
-__all__ = ['ppl_by_position', 'matched_ppl', 'sliding_windows', 'suffix_logits', 'sliding_window_ppl', 'truncate_ppl',
-           'ppl_ratio_docs', 'doc_ppl_result']
+__all__ = ['logits_nll', 'token_nll', 'ppl_by_position', 'ppl_ratio_ci', 'matched_ppl', 'sliding_windows', 'suffix_logits',
+           'sliding_window_ppl', 'truncate_ppl', 'ppl_ratio_docs', 'doc_ppl_result', 'streaming_nll', 'streaming_ppl',
+           'prefix_ppl']
+
+# %% ../nbs/10_evaluate.ipynb #8ebc652f
+def logits_nll(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    "Per-target NLL under the logits at its place: [B, T, vocab] and [B, T], or [N, vocab] and [N]."
+    x = logits if logits.dim() == 2 else logits.transpose(1, 2)
+    return torch.nn.functional.cross_entropy(x, targets, reduction="none")
+
+# %% ../nbs/10_evaluate.ipynb #b39427ad
+@torch.no_grad()
+def token_nll(model, ids: torch.Tensor, batch_size: int = 8,
+              position_ids: torch.Tensor | None = None, progress: bool = False) -> torch.Tensor:
+    "Next-token NLL [n, T-1] of each sequence in `ids` [n, T] (float32, on CPU)."
+    ids, _ = as_token_batch(ids, "ids", model), check_batch_size(batch_size)
+    if position_ids is not None and (position_ids.dtype.is_floating_point
+                                     or position_ids.dtype == torch.bool):
+        raise ValueError(f"position_ids of dtype {position_ids.dtype}; allowed: integer positions")
+    if position_ids is not None and tuple(position_ids.shape) != tuple(ids.shape):
+        raise ValueError(f"position_ids of shape {tuple(position_ids.shape)}; "
+                         f"allowed: the shape of ids, {tuple(ids.shape)}")
+    model.eval()
+    dev = next(model.parameters()).device
+    out = []
+    for s in tqdm(range(0, len(ids), batch_size), disable=not progress, desc="nll", leave=False):
+        x = ids[s:s + batch_size].to(dev)
+        kw = {"attention_mask": torch.ones_like(x)}
+        if position_ids is not None: kw["position_ids"] = position_ids[s:s + batch_size].to(dev)
+        logits = model(x, **kw).logits[:, :-1].float()
+        if not torch.isfinite(logits).all():
+            raise ValueError("the model's logits are not finite (NaN or inf): "
+                             "check its weights and dtype")
+        out.append(logits_nll(logits, x[:, 1:]).cpu())
+    return torch.cat(out)
 
 # %% ../nbs/10_evaluate.ipynb #f9586424
 def ppl_by_position(model, samples: torch.Tensor, bucket: int, batch_size: int = 8,
@@ -35,11 +67,20 @@ def ppl_by_position(model, samples: torch.Tensor, bucket: int, batch_size: int =
             out[f"{k * bucket}-{(k + 1) * bucket}"] = float(per_pos[lo - 1:hi - 1].mean().exp())
     return dict(buckets=out, per_position_nll=per_pos.numpy())
 
+# %% ../nbs/10_evaluate.ipynb #e3876161
+def ppl_ratio_ci(nll: torch.Tensor, nll0: torch.Tensor, reps: int = 1000, seed: int = 0,
+                 level: float = 0.95) -> tuple[float, float]:
+    "Paired bootstrap interval over samples of PPL(nll) / PPL(nll0), from per-sample mean NLLs [n]."
+    d = (nll.double() - nll0.double()).numpy()
+    if len(d) < 2: return (float("nan"), float("nan"))
+    idx = np.random.default_rng(seed).integers(0, len(d), size=(reps, len(d)))
+    r = np.exp(d[idx].mean(1))
+    return tuple(float(x) for x in np.quantile(r, [(1 - level) / 2, (1 + level) / 2]))
+
 # %% ../nbs/10_evaluate.ipynb #a1ed4f62
 def matched_ppl(model, samples: torch.Tensor, C: int, tail: int | None = None, batch_size: int = 8,
                 nll: torch.Tensor | None = None, reps: int = 1000, seed: int = 0) -> dict:
     "PPL ratio of the last `tail` tokens of samples [n, T > C]: all T tokens vs the last C."
-    from posvec_lib.ablate import ppl_ratio_ci
     samples = as_token_batch(samples, "samples")
     n, T = samples.shape
     tail = C // 4 if tail is None else tail
@@ -133,9 +174,8 @@ def sliding_window_ppl(model, docs: list, L: int, S: int, bos_id: int, progress:
             # positions off … n − 1
             logits = suffix_logits(model, x, n + 1 - off)[:, :-1].float()
             # [B, n − off]; nll[i, k] scores doc[b + off + k]
-            nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                                    x[:, off + 1:].reshape(-1),
-                                                    reduction="none").view(len(batch), -1)
+            nll = logits_nll(logits.reshape(-1, logits.shape[-1]),
+                             x[:, off + 1:].reshape(-1)).view(len(batch), -1)
             for i, (d, b, e, f) in enumerate(batch):
                 x_nll = float(nll[i, f - b - off:].double().sum())
                 total += x_nll
@@ -185,3 +225,54 @@ def doc_ppl_result(ppl_by_doc: list, k: int) -> dict:
     nll = [math.log(p) * (k - 1) for p in ppl_by_doc]
     return dict(ppl=math.exp(sum(nll) / (len(nll) * (k - 1))), doc_nll=nll,
                 doc_tokens=[k - 1] * len(nll))
+
+# %% ../nbs/10_evaluate.ipynb #5ca25806
+@torch.no_grad()
+def streaming_nll(model, doc, cache_size: int, n_sink: int = 4, block: int = 1,
+                  batch_size: int = 16) -> torch.Tensor:
+    "Per-token NLL [n−1] of a 1-D token sequence (BOS first) under a StreamingLLM cache."
+    if not 0 < n_sink < cache_size - block:
+        raise ValueError(f"need 0 < n_sink < cache_size − block, got n_sink={n_sink}, "
+                         f"cache_size={cache_size}, block={block}")
+    doc = torch.as_tensor(doc).long()
+    n = len(doc)
+    model.eval()
+    dev = next(model.parameters()).device
+    def nll(x, y):                       # x, y [B, T]: NLL of y[:, t] given x[:, :t+1]
+        lg = model(x.to(dev), attention_mask=torch.ones_like(x).to(dev)).logits.float()
+        return logits_nll(lg, y.to(dev)).cpu()
+    W = min(cache_size, n)
+    # no eviction yet: tokens 1..W−1 read at once
+    out = [nll(doc[None, :W - 1], doc[None, 1:W])[0]]
+    wins, keep = [], []
+    for t0 in range(W, n, block):        # targets t0..t1−1 from sinks + doc[a:t1−1]
+        t1 = min(t0 + block, n)
+        a = t1 - 1 - (cache_size - n_sink)
+        x = torch.cat([doc[:n_sink], doc[a:t1 - 1]])
+        y = torch.cat([doc[1:n_sink], doc[a:t1]])
+        wins.append((x, y))
+        keep.append(t1 - t0)
+    for s in range(0, len(wins), batch_size):
+        xs, ys = (torch.stack([w[0] for w in wins[s:s + batch_size]]),
+                  torch.stack([w[1] for w in wins[s:s + batch_size]]))
+        for row, k in zip(nll(xs, ys), keep[s:s + batch_size]): out.append(row[-k:])
+    return torch.cat(out)
+
+# %% ../nbs/10_evaluate.ipynb #f2fee77c
+def streaming_ppl(model, docs: list, lengths, cache_size: int, bos_id: int, n_sink: int = 4,
+                  block: int = 1, batch_size: int = 16) -> dict:
+    "PPL under StreamingLLM of the first k tokens (BOS prepended) of each document, k in `lengths`."
+    K = max(lengths)
+    # [n_docs, K−1]
+    nll = torch.stack([streaming_nll(model,
+                                     torch.cat([torch.tensor([bos_id]),
+                                                torch.as_tensor(d[:K - 1])]),
+                                     cache_size, n_sink, block, batch_size)
+                       for d in docs])
+    return {k: float(nll[:, :k - 1].mean().exp()) for k in lengths}
+
+# %% ../nbs/10_evaluate.ipynb #567c68e0
+def prefix_ppl(model, docs: list, lengths, bos_id: int, batch_size: int = 4) -> dict:
+    "PPL of the first k tokens (BOS prepended) of each document read at once, k in `lengths`."
+    return {k: truncate_ppl(model, [d[:k - 1] for d in docs], k, bos_id, batch_size)["ppl"]
+            for k in lengths}

@@ -202,7 +202,8 @@ def scaled_profile(P: Profile, C: int = 32) -> Profile:
 def code_path_check(P: Profile, log=print) -> list[tuple[str, str]]:
     "Run the fine-tuning and measurement code of profile `P` on a tiny model (`scaled_profile`)."
     import math, torch
-    from posvec_lib.finetune import finetune, load_finetuned, passkey_accuracy
+    from posvec_lib.finetune import finetune, load_finetuned
+    from posvec_lib.passkey import passkey_accuracy
     from posvec_lib.evaluate import sliding_window_ppl
     from posvec_lib.decompose import positional_vectors
     from posvec_lib.data import profile_data, long_documents

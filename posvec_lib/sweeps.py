@@ -15,11 +15,10 @@ from .storage import write_json
 from .stats import decide, decide_all, decide_accuracy
 from .record import Record
 from .data import long_documents, second_corpus_docs, profile_data, fixed_length_samples
-from .evaluate import sliding_window_ppl, ppl_ratio_docs
-from .train import load_zoo_model, token_nll
-from .finetune import (FinetuneSpec, extended_model, load_finetuned, finetune_key,
-                                 passkey_accuracy, passkey_min_length)
-from .ablate import ppl_ratio_ci
+from .evaluate import sliding_window_ppl, ppl_ratio_docs, token_nll, ppl_ratio_ci
+from .train import load_zoo_model
+from .finetune import FinetuneSpec, extended_model, load_finetuned, finetune_key
+from .passkey import passkey_accuracy, passkey_min_length
 
 # %% auto #0
 __all__ = ['INTERP', 'INTERP_NAME', 'PAPER_INTERP_NAME', 'ORIGINAL', 'CONTROL_TARGETS', 'CONTROL_VERSION', 'CONTROL_MIN_TRIALS',

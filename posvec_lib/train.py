@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 from transformers import LlamaForCausalLM, Trainer, TrainingArguments, TrainerCallback
 from .config import (Profile, get_profile, cache_dir,
     ZOO_VARIANTS, parse_sets, in_notebook, sample_seed)
@@ -18,39 +17,12 @@ from .record import note_input
 from .device import seed_everything, resolve_device, torch_dtype, oom_hint
 from .data import profile_data, RandomWindows, fixed_length_samples
 from .variants import Variant, zoo_variants, model_config, set_attention
-from .trace import as_token_batch, check_batch_size
+from .evaluate import token_nll
 
 # %% auto #0
-__all__ = ['token_nll', 'build_model', 'training_args', 'last_checkpoint', 'world_size', 'rank', 'zoo_recipe',
-           'pretrained_source', 'buildable', 'zoo_variant', 'zoo_seed', 'zoo_key', 'zoo_path', 'induction_warmup',
-           'train_zoo_model', 'note_zoo_entry', 'load_zoo_model', 'zoo_manifest', 'load_model', 'main']
-
-# %% ../nbs/03_train.ipynb #b39427ad
-@torch.no_grad()
-def token_nll(model, ids: torch.Tensor, batch_size: int = 8,
-              position_ids: torch.Tensor | None = None, progress: bool = False) -> torch.Tensor:
-    "Next-token NLL [n, T-1] of each sequence in `ids` [n, T] (float32, on CPU)."
-    ids, _ = as_token_batch(ids, "ids", model), check_batch_size(batch_size)
-    if position_ids is not None and (position_ids.dtype.is_floating_point
-                                     or position_ids.dtype == torch.bool):
-        raise ValueError(f"position_ids of dtype {position_ids.dtype}; allowed: integer positions")
-    if position_ids is not None and tuple(position_ids.shape) != tuple(ids.shape):
-        raise ValueError(f"position_ids of shape {tuple(position_ids.shape)}; "
-                         f"allowed: the shape of ids, {tuple(ids.shape)}")
-    model.eval()
-    dev = next(model.parameters()).device
-    out = []
-    for s in tqdm(range(0, len(ids), batch_size), disable=not progress, desc="nll", leave=False):
-        x = ids[s:s + batch_size].to(dev)
-        kw = {"attention_mask": torch.ones_like(x)}
-        if position_ids is not None: kw["position_ids"] = position_ids[s:s + batch_size].to(dev)
-        logits = model(x, **kw).logits[:, :-1].float()
-        if not torch.isfinite(logits).all():
-            raise ValueError("the model's logits are not finite (NaN or inf): "
-                             "check its weights and dtype")
-        out.append(torch.nn.functional.cross_entropy(logits.transpose(1, 2), x[:, 1:],
-                                                     reduction="none").cpu())
-    return torch.cat(out)
+__all__ = ['build_model', 'training_args', 'last_checkpoint', 'world_size', 'rank', 'zoo_recipe', 'pretrained_source',
+           'buildable', 'zoo_variant', 'zoo_seed', 'zoo_key', 'zoo_path', 'induction_warmup', 'train_zoo_model',
+           'note_zoo_entry', 'load_zoo_model', 'zoo_manifest', 'load_model', 'main']
 
 # %% ../nbs/03_train.ipynb #5c223038
 def build_model(profile: Profile, variant: Variant, vocab_size: int, seed: int | None = None,

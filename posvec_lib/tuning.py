@@ -12,8 +12,7 @@ from .storage import write_json, load_sealed, seal
 from .stats import decide, decide_all, as_verdict
 from .trace import active_extensions, decoder_layers, as_token_batch
 from .decompose import PositionalVectors
-from .train import token_nll
-from .evaluate import sliding_window_ppl
+from .evaluate import sliding_window_ppl, token_nll
 from .extend import EXTENSIONS, IDENTITY_SETTINGS, extend
 from .beyond import N_GROUPS, cached_positional_vectors, group_vectors, pooled
 

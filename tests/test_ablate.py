@@ -11,7 +11,7 @@ from posvec_lib.variants import model_config, Variant, tiny_model
 from posvec_lib.trace import run_with_cache
 from posvec_lib.decompose import positional_vectors, PositionalVectors, pca
 from posvec_lib.attention import mean_attention, uniform_attention, sink_excess, decay_ratio
-from posvec_lib.train import token_nll
+from posvec_lib.evaluate import token_nll
 from posvec_lib.ablate import (REMOVALS, InputVectors, attention_input_vectors, ablate, ablation_effect, ablation_table, position_sets, vector_similarity, distinct_positions, receptive_field, positional_logits, toy_attention, rope_rotate)
 
 V, T, N = 101, 16, 12

@@ -1,4 +1,5 @@
-"""Fine-tuning (posvec_lib.finetune): the distributed path with two CPU processes, launch configs, passkey and StreamingLLM invariants."""
+"""Fine-tuning (posvec_lib.finetune): the distributed path with two CPU processes; its launch configs (posvec_lib.distributed),
+passkey prompts (posvec_lib.passkey) and StreamingLLM invariants (posvec_lib.evaluate)."""
 import json, os, subprocess, sys, time
 import numpy as np
 import pytest
@@ -6,9 +7,11 @@ import torch
 
 from posvec_lib.config import get_profile, project_root
 from posvec_lib.data import profile_data
-from posvec_lib.train import train_zoo_model, load_zoo_model, token_nll
-from posvec_lib.finetune import (FinetuneSpec, finetune_path, deepspeed_zero3_config, accelerate_zero3_config,
-                                 passkey_prompt, passkey_min_length, PASSKEY_VARIANTS, streaming_nll, first_integer)
+from posvec_lib.train import train_zoo_model, load_zoo_model
+from posvec_lib.evaluate import token_nll, streaming_nll
+from posvec_lib.finetune import FinetuneSpec, finetune_path
+from posvec_lib.distributed import deepspeed_zero3_config, accelerate_zero3_config
+from posvec_lib.passkey import passkey_prompt, passkey_min_length, PASSKEY_VARIANTS, first_integer
 
 
 @pytest.fixture(scope="module")

@@ -71,7 +71,7 @@ def test_cuda_paths_compare_cpu_copies(run):
     out, _ = run
     rows = read(out / "gpu-cuda-paths.csv")
     calls = {r["call"] for r in rows}
-    for c in ("logits", "logits bf16", "positional_vectors", "mean_attention", "finetune.step_cost",
+    for c in ("logits", "logits bf16", "positional_vectors", "mean_attention", "efficiency.step_cost",
               "rope switch linear ×2 (+ undo)", "rope switch yarn_pose ×2 (+ undo)",
               "extend replacement (+ undo)", "extend dynamic_ntk (+ undo)",
               "PoSE fine-tune, 4 Trainer steps (losses)"):

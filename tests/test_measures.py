@@ -112,7 +112,7 @@ def test_scored_tokens_lie_beyond_the_local_context_of_both_sets():
     "A window model with reach 2·(4 − 1) + 1 = 7 ≤ C/4: no removal at either set reaches a scored token."
     from posvec_lib.ablate import (position_sets, scored_positions, attention_input_vectors, ablate,
                                    removal_asymmetry)
-    from posvec_lib.train import token_nll
+    from posvec_lib.evaluate import token_nll
     m = tiny_model("nope", window=4, attn="posvec_sdpa", seed=0)
     X = torch.randint(3, 101, (8, 32), generator=torch.Generator().manual_seed(0))
     sets, ref = position_sets(32), attention_input_vectors(m, X)

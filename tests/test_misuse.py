@@ -116,7 +116,7 @@ def test_pose_windows_must_be_positive_integers():
 @pytest.mark.parametrize("batch_size", [0, -2, 2.5, "8"])
 def test_batch_size_checked(model, x, call, batch_size):
     "A batch size of 0 gave range()'s own message, a negative one torch.cat()'s."
-    from posvec_lib.train import token_nll
+    from posvec_lib.evaluate import token_nll
     f = dict(token_nll=token_nll, positional_vectors=positional_vectors, mean_attention=mean_attention)[call]
     with pytest.raises(ValueError, match=re.escape(f"batch_size={batch_size!r}; allowed: an integer ≥ 1")):
         f(model, x, batch_size=batch_size)
@@ -125,7 +125,7 @@ def test_batch_size_checked(model, x, call, batch_size):
 @pytest.mark.parametrize("shift,bad", [(V, "outside the model's vocabulary; allowed: 0..100"), (-V, "holds token id -")])
 def test_token_ids_outside_the_vocabulary(model, x, shift, bad):
     "Ids outside the embedding table gave an IndexError deep in torch (and would give garbage on a GPU)."
-    from posvec_lib.train import token_nll
+    from posvec_lib.evaluate import token_nll
     for f in (token_nll, positional_vectors, mean_attention):
         with pytest.raises(ValueError, match=re.escape(bad)): f(model, x + shift)
 
@@ -175,7 +175,7 @@ def test_anchor_ratio_initial_count_checked(model, x, n_initial):
 
 
 def test_position_ids_of_another_shape_refused(model, x):
-    from posvec_lib.train import token_nll
+    from posvec_lib.evaluate import token_nll
     with pytest.raises(ValueError, match=re.escape("position_ids of shape (5,); allowed: the shape of ids")):
         token_nll(model, x, position_ids=torch.arange(5))
 
@@ -211,7 +211,7 @@ def test_finetune_spec_chunk_count_checked():
 
 def test_non_finite_model_and_positions_named(x):
     "A model with NaN weights gave NaN positional vectors without a word; NaN positions NaN losses."
-    from posvec_lib.train import token_nll
+    from posvec_lib.evaluate import token_nll
     bad = tiny_model("rope", vocab_size=V)
     with torch.no_grad(): bad.model.layers[0].mlp.down_proj.weight.fill_(float("nan"))
     with pytest.raises(ValueError, match="hidden states are not finite"): positional_vectors(bad, x, progress=False)
@@ -227,7 +227,7 @@ def test_chunk_count_outside_chunks_refused():
 
 
 def test_non_finite_logits_named(x):
-    from posvec_lib.train import token_nll
+    from posvec_lib.evaluate import token_nll
     bad = tiny_model("rope", vocab_size=V)
     with torch.no_grad(): bad.lm_head.weight.fill_(float("nan"))
     with pytest.raises(ValueError, match="logits are not finite"): token_nll(bad, x)

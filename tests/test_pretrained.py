@@ -40,7 +40,7 @@ def test_load_by_registry_name_is_the_real_model():
     "load_pretrained by registry name: the 4-bit model dequantized to float32 predicts text (low PPL on stdlib code)."
     from posvec_lib.pretrained import load_pretrained, model_docs, uses_bos
     from posvec_lib.data import fixed_length_samples
-    from posvec_lib.train import token_nll
+    from posvec_lib.evaluate import token_nll
     torch.set_num_threads(2)
     model, tok = load_pretrained("smollm2-135m")
     assert type(model).__name__ == "LlamaForCausalLM" and next(model.parameters()).dtype == torch.float32
