@@ -8,7 +8,8 @@ import argparse, json, sys
 from .config import PROFILES, Profile, get_profile, parse_sets, require_clone, in_notebook
 from .storage import DiskError
 from .reproduce import (
-    PAPER_ITEMS, BatchLocked, reproduce, list_artifacts, agreement_with, agreement_lines)
+    PAPER_ITEMS, BatchLocked, reproduce, list_artifacts, agreement_with)
+from .agreement import agreement_lines
 from .report import write_report
 
 # %% auto #0

@@ -9,7 +9,7 @@ from pathlib import Path
 from .config import Profile, get_profile, project_root
 from .budget import llama_parameters, memory_rows
 from .device import GIB
-from .reproduce import _finetune_runs
+from .status import _finetune_runs
 
 # %% auto #0
 __all__ = ['HUB_NAME', 'GPU_ASSUMPTION', 'GPU_STEPS', 'profile_plan', 'scaled_profile', 'code_path_check', 'measured_steps',

@@ -11,8 +11,7 @@ from .claims import PAPERS, claims_table, unregistered, load_claims
 from .config import Profile, get_profile, figures_dir, project_root, ZOO_VARIANTS
 from .storage import write_json, atomic_write, disk_errors
 from .stats import VERDICTS
-from .reproduce import (
-    ARTIFACTS, PAPER_ITEMS, list_artifacts, git_commit, _jsonable, status, inputs_hash)
+from .reproduce import ARTIFACTS, PAPER_ITEMS, list_artifacts, git_commit, _jsonable
 
 # %% auto #0
 __all__ = ['REPORT_KNOBS', 'COUNT_COLUMNS', 'REGISTRY_HEADER', 'CLAIM_HEADER', 'REPORT_CSS', 'REPORT_TEMPLATE', 'claim_counts',

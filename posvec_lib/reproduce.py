@@ -4,9 +4,9 @@
 
 # %% ../nbs/11_reproduce.ipynb #65e50993
 from __future__ import annotations
-import argparse, ast, contextlib, errno, fcntl, hashlib, importlib.util, json, logging, os, re, \
+import argparse, contextlib, errno, fcntl, importlib.util, json, logging, os, \
     shutil, subprocess, sys, time, traceback
-from dataclasses import dataclass, asdict
+from dataclasses import asdict
 from pathlib import Path
 from .config import (PROFILES, Profile, get_profile, project_root, figures_dir,
     _knob_names, in_notebook, ZOO_VARIANTS, KNOBS,
@@ -14,15 +14,16 @@ from .config import (PROFILES, Profile, get_profile, project_root, figures_dir,
 from .storage import (write_json, atomic_write, restore_interrupted,
     staging_dir, swap_in, writable, DiskError, disk_errors)
 from .stats import VERDICTS
-from .record import RESULT_KEYS, read_record, read_result, read_run, type_problem
-from .budget import LOCAL_CORPORA, llama_parameters, feasibility, training_seconds
+from .record import RESULT_KEYS, read_record, read_result, read_run
+from .budget import LOCAL_CORPORA, llama_parameters, feasibility
+from .digest import Artifact, experiments_dir, inputs_hash
+from .status import (
+    failure_path, computed_path, status, plan, print_plan, _eta, _finetune_runs)
+from .agreement import compare_results, agreement_lines
 
 # %% auto #0
-__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'RUNNER_MODULES', 'Artifact', 'check_items', 'select', 'experiments_dir', 'code_digest',
-           'library_hash', 'module_closure', 'notebook_modules', 'notebook_digest', 'inputs_hash', 'failure_path',
-           'computed_path', 'status', 'git_commit', 'run_artifact', 'preflight', 'check_runnable', 'compare_results',
-           'agreement_lines', 'committed_result', 'agreement_with', 'BatchLocked', 'batch_lock', 'plan', 'cache_gaps',
-           'print_plan', 'reproduce', 'list_artifacts']
+__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'check_items', 'select', 'git_commit', 'run_artifact', 'preflight', 'check_runnable',
+           'committed_result', 'agreement_with', 'BatchLocked', 'batch_lock', 'reproduce', 'list_artifacts']
 
 # %% ../nbs/11_reproduce.ipynb #78f5e64a
 PAPER_ITEMS = (
@@ -33,13 +34,6 @@ PAPER_ITEMS = (
     [f"B Fig. {i}" for i in range(1, 7)] + [f"B Table {i}" for i in range(1, 7)] +
     ["B rebuttal passkey baselines", "B rebuttal u0 variants", "B rebuttal StreamingLLM",
      "B rebuttal coverage"])
-
-@dataclass(frozen=True)
-class Artifact:
-    "One experiment notebook (nbs/experiments/<name>.ipynb) and the paper items it reproduces."
-    name: str
-    items: tuple
-    about: str
 
 # %% ../nbs/11_reproduce.ipynb #54d9689f
 ARTIFACTS: dict[str, Artifact] = {a.name: a for a in [
@@ -116,164 +110,6 @@ def select(only: str | list | None) -> list[Artifact]:
     bad = [n for n in names if n not in ARTIFACTS]
     if bad: raise ValueError(f"unknown artifact(s) {bad}; allowed: {list(ARTIFACTS)}")
     return [ARTIFACTS[n] for n in names]
-
-# %% ../nbs/11_reproduce.ipynb #b5aeddaa
-def experiments_dir() -> Path:
-    "nbs/experiments of the checkout (the runner needs the repository, not only the library)."
-    d = project_root() / "nbs" / "experiments"
-    if not d.is_dir():
-        raise FileNotFoundError(f"no experiment notebooks at {d}: run posvec reproduce inside a "
-                                "clone of the posvec repository (or set POSVEC_HOME to one)")
-    return d
-
-# %% ../nbs/11_reproduce.ipynb #d8888a04
-# the batch runner and the report writer: no result imports them
-RUNNER_MODULES = ("_modidx.py", "reproduce.py", "report.py")
-
-def _strip_docstrings(tree: ast.AST) -> ast.AST:
-    "The tree without the docstrings of its module, classes and functions."
-    for n in ast.walk(tree):
-        body = getattr(n, "body", None)
-        if (isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
-                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)):
-            n.body = body[1:] or [ast.Pass()]
-    return tree
-
-def code_digest(src: str) -> str:
-    "Hash of Python source as code: comments, docstrings and layout left out; raw text if unparsable."
-    try: code = ast.unparse(_strip_docstrings(ast.parse(src)))
-    except SyntaxError: code = src
-    return hashlib.sha256(code.encode()).hexdigest()
-
-def library_hash(modules: set[str] | None = None) -> str:
-    "Hash of the posvec_lib code a result is computed with: `modules`, or all but the runner's."
-    import posvec_lib
-    h = hashlib.sha256()
-    for f in sorted(Path(posvec_lib.__file__).parent.glob("*.py")):
-        if f.name in RUNNER_MODULES or (modules is not None and f.stem not in modules): continue
-        h.update(f.name.encode())
-        h.update(code_digest(f.read_text()).encode())
-    return h.hexdigest()[:12]
-
-# %% ../nbs/11_reproduce.ipynb #4d5e24f6
-_NB_IMPORT = re.compile(r"\bposvec_lib\.(\w+)|\bfrom\s+posvec_lib\s+import\s+\(?([\w,\s]+)")
-
-def _imports_of(src: str) -> set[str]:
-    "posvec_lib modules a module's source imports anywhere: `from .x import`, `posvec_lib.x`."
-    out = set()
-    for node in ast.walk(ast.parse(src)):
-        if isinstance(node, ast.ImportFrom):
-            if node.level == 1 and node.module: out.add(node.module.split(".")[0])
-            elif node.level == 1: out |= {a.name for a in node.names}
-            elif (node.module or "").startswith("posvec_lib."): out.add(node.module.split(".")[1])
-            elif node.module == "posvec_lib": out |= {a.name for a in node.names}
-        elif isinstance(node, ast.Import):
-            out |= {a.name.split(".")[1] for a in node.names
-                    if a.name.startswith("posvec_lib.")}
-    return out
-
-def module_closure(roots: set[str]) -> set[str]:
-    "The posvec_lib modules `roots` depend on, following imports transitively (no `.py`)."
-    import posvec_lib
-    lib = Path(posvec_lib.__file__).parent
-    seen, todo = {"__init__"}, [r for r in roots]
-    while todo:
-        m = todo.pop()
-        if m in seen or not (lib / f"{m}.py").exists(): continue
-        seen.add(m)
-        todo += sorted(_imports_of((lib / f"{m}.py").read_text()) - seen)
-    return seen
-
-def notebook_modules(nb_text: str) -> set[str] | None:
-    "The posvec_lib modules a notebook's code cells name, with their dependencies; None if none."
-    cells = json.loads(nb_text).get("cells", [])
-    code = "\n".join("".join(c.get("source", "")) for c in cells if c.get("cell_type") == "code")
-    roots = set()
-    for mod, names in _NB_IMPORT.findall(code):
-        roots |= {mod} if mod else {n.strip() for n in names.split(",") if n.strip()}
-    return module_closure(roots) if roots else None
-
-# %% ../nbs/11_reproduce.ipynb #7329fc38
-# in the raw .ipynb the quote is JSON-escaped
-_PAPER_DATA = re.compile(r"paper_numbers\(\\?[\"']([\w.-]+)")
-
-def notebook_digest(nb_text: str) -> str:
-    "Hash of a notebook's code cells as code (`code_digest`, cell by cell); markdown left out."
-    cells = json.loads(nb_text).get("cells", [])
-    return hashlib.sha256("".join(code_digest("".join(c.get("source", ""))) for c in cells
-                                  if c.get("cell_type") == "code").encode()).hexdigest()
-
-def inputs_hash(art: Artifact, profile: Profile) -> str:
-    "Hash of what an artifact's result depends on: notebook, modules, papers' numbers, knobs."
-    nb = (experiments_dir() / f"{art.name}.ipynb").read_bytes()
-    h = hashlib.sha256(notebook_digest(nb.decode()).encode()
-                       + library_hash(notebook_modules(nb.decode())).encode()
-                       + profile.digest().encode())
-    for name in sorted(set(_PAPER_DATA.findall(nb.decode()))):
-        f = project_root() / "data" / "papers" / f"{name}.csv"
-        h.update(name.encode() + (f.read_bytes() if f.exists() else b"<missing>"))
-    return h.hexdigest()[:16]
-
-# %% ../nbs/11_reproduce.ipynb #814cf3f5
-def failure_path(art: Artifact, profile: Profile) -> Path:
-    "Where the last failed attempt at an artifact is recorded (under runs/, not in its folder)."
-    return project_root() / "runs" / profile.results_name / f"{art.name}.failed.json"
-
-# %% ../nbs/11_reproduce.ipynb #b09c14ad
-def computed_path(art: Artifact, profile: Profile) -> Path:
-    "This machine's record that it computed an artifact (under the ignored runs/)."
-    return project_root() / "runs" / profile.results_name / f"{art.name}.computed.json"
-
-# %% ../nbs/11_reproduce.ipynb #4274d28c
-def _folder_problem(d: Path) -> str | None:
-    "A file where an artifact's folder belongs, named."
-    return (f"{d} is a file where the artifact's folder belongs" if d.exists() and not d.is_dir()
-            else None)
-
-def _owner_problem(d: Path, art: Artifact, profile: Profile, *records) -> str | None:
-    "A record that names another artifact or profile than the folder it sits in."
-    for rec, f in zip(records, ("result.json", "run.json")):
-        for key, want in (("artifact", art.name), ("profile", profile.name)):
-            if rec and rec.get(key, want) != want:
-                return f"{d / f} is damaged: it says {key} {rec[key]!r}, the folder is {want!r}'s"
-    return None
-
-def status(art: Artifact, profile: Profile) -> dict:
-    "Status: 'done', 'stale', 'unrecorded', 'damaged', 'failed' or 'missing'; never raises."
-    d = figures_dir(profile, art.name, create=False)
-    old = d.parent / f".{d.name}.old"
-    if not d.exists() and old.is_dir(): d = old   # a batch swaps this folder: the last good one
-    run, run_bad = read_run(d / "run.json")
-    res, res_bad = read_result(d)                    # schema, claims, every listed file inside
-    fail, _ = read_run(failure_path(art, profile))   # a damaged failure record is no failure
-    problem = _folder_problem(d) or run_bad or res_bad or _owner_problem(d, art, profile, res, run)
-    if problem: st, run, res = "damaged", None, None
-    elif res and run:
-        if run["status"] == "ok":
-            st = "done" if run["inputs"] == inputs_hash(art, profile) else "stale"
-        else:
-            st, problem = ("damaged",
-                           f"{d / 'run.json'} says status {run['status']!r} beside a result.json")
-    elif res:
-        st, problem = "unrecorded", (f"{d / 'result.json'} was written outside the runner "
-                                     "(a notebook run by hand); `posvec reproduce` reruns it")
-    elif run and run["status"] == "failed":
-        st = "failed"   # a failure recorded in run.json rather than under runs/
-    elif run: st, problem = "damaged", f"{d / 'run.json'} has no result.json beside it"
-    else: st = "failed" if fail else "missing"
-    # a failure older than the last good run
-    if fail and run and fail.get("finished", "") < run.get("finished", ""): fail = None
-    comp = read_record(computed_path(art, profile),
-                       check=lambda c: type_problem(c, {"inputs": str}))[0] or {}
-    here = st == "done" and comp.get("inputs") == run["inputs"]
-    out = dict(artifact=art.name, items=list(art.items), status=st, here=here,
-               wall_time_s=(run or {}).get("wall_time_s"), finished=(run or {}).get("finished"),
-               error=(fail or {}).get("error") or (run or {}).get("error"), problem=problem)
-    if fail and st in ("done", "stale"):
-        out["last_attempt"] = f"failed at {fail.get('finished')}; the previous result is kept"
-    return out
-
 
 # %% ../nbs/11_reproduce.ipynb #1878eed4
 def git_commit(root: Path | None = None) -> str:
@@ -421,90 +257,6 @@ def check_runnable(P: Profile):
               root / "data" / "cache"):
         writable(d)
 
-# %% ../nbs/11_reproduce.ipynb #aff9dd32
-def _leaves(obj, prefix: str = "") -> dict:
-    "Numeric leaves of nested dicts/lists as {path: float} (bools and strings left out)."
-    out = {}
-    if isinstance(obj, dict):
-        for k, v in obj.items(): out.update(_leaves(v, f"{prefix}.{k}" if prefix else str(k)))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj): out.update(_leaves(v, f"{prefix}[{i}]"))
-    elif isinstance(obj, (int, float)) and not isinstance(obj, bool): out[prefix] = float(obj)
-    return out
-
-# %% ../nbs/11_reproduce.ipynb #b9370837
-# NaN (not measured) on both sides is no change
-def _same(x: float, y: float) -> bool: return x == y or (x != x and y != y)
-
-# %% ../nbs/11_reproduce.ipynb #1eb440df
-def _noise_of(values: dict, key: str):
-    "The noise recorded beside claim value `key`: `key_noise`, its estimate's `_noise`, or `noise`."
-    base = key[:-3] if key.endswith(("_lo", "_hi")) else key
-    for k in (f"{key}_noise", f"{base}_noise", "noise"):
-        v = values.get(k)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and k != key:
-            return abs(float(v))
-    return None
-
-# %% ../nbs/11_reproduce.ipynb #2a1f0713
-def compare_results(ref: dict, new: dict, top: int = 3) -> dict:
-    "How a new result agrees with a reference one: 'identical', 'within noise' or 'different'."
-    vol = {v[len("claim: "):] for v in ref.get("volatile", []) + new.get("volatile", [])
-           if v.startswith("claim: ")}
-    rc = {c["claim"]: c for c in ref.get("claims", []) if c["claim"] not in vol}
-    nc = {c["claim"]: c for c in new.get("claims", []) if c["claim"] not in vol}
-    changed = [dict(claim=k, ref=rc[k]["verdict"], new=nc[k]["verdict"])
-               for k in rc if k in nc and rc[k]["verdict"] != nc[k]["verdict"]]
-    # claims one side has and the other does not
-    only = sorted(set(rc) ^ set(nc))
-    diffs, beyond = [], 0
-    for k in set(rc) & set(nc):
-        rv, nv = rc[k].get("values", {}), nc[k].get("values", {})
-        a, b = _leaves(rv), _leaves(nv)
-        for key in set(a) & set(b):
-            if _same(a[key], b[key]): continue
-            noise = [x for x in (_noise_of(rv, key), _noise_of(nv, key)) if x is not None]
-            ok = bool(noise) and abs(b[key] - a[key]) <= max(noise)
-            beyond += not ok
-            diffs.append(dict(key=f"{k[:60]} :: {key}", ref=a[key], new=b[key],
-                              noise=max(noise) if noise else None, within=ok))
-    na, nb = _leaves(ref.get("numbers", {})), _leaves(new.get("numbers", {}))
-    num = [dict(key=k, ref=na[k], new=nb[k], noise=None, within=False)
-           for k in set(na) & set(nb) if not _same(na[k], nb[k])]
-    n_values = (sum(len(set(_leaves(rc[k].get("values", {})))
-                        & set(_leaves(nc[k].get("values", {}))))
-                    for k in set(rc) & set(nc))
-                + len(set(na) & set(nb)))
-    if not (diffs or num or changed or only or set(na) ^ set(nb)): agreement = "identical"
-    elif not (changed or only or beyond): agreement = "within noise"
-    else: agreement = "different"
-    rel = lambda d: abs(d["new"] - d["ref"]) / max(abs(d["ref"]), 1e-12)
-    return dict(agreement=agreement, values=n_values, differing=len(diffs) + len(num),
-                beyond_noise=beyond, verdict_changes=changed, claims_only_one_side=only,
-                largest=sorted(diffs + num, key=rel, reverse=True)[:top])
-
-# %% ../nbs/11_reproduce.ipynb #94178ef2
-def agreement_lines(agreement: dict) -> list[str]:
-    "The Markdown agreement table a batch ends with: per artifact, new result vs the replaced one."
-    out = ["| artifact | agreement | values compared | differing (beyond noise) | verdict changes "
-           "| largest relative differences | reference |",
-           "|---|---|---|---|---|---|---|"]
-    for name, a in agreement.items():
-        big = "; ".join(f"{d['key']}: {d['ref']:.4g} → {d['new']:.4g}"
-                        + (f" (noise {d['noise']:.2g})" if d["noise"] else "")
-                        for d in a["largest"]) or "–"
-        vc = "; ".join([f"{c['claim'][:50]}: {c['ref']} → {c['new']}"
-                        for c in a["verdict_changes"]] +
-                       ([f"{len(a['claims_only_one_side'])} claim(s) on one side only "
-                         "(added, removed or renamed): "
-                         + "; ".join(c[:50] for c in a["claims_only_one_side"][:2])]
-                        if a.get("claims_only_one_side") else [])) or "none"
-        out.append(f"| {name} | {a['agreement']} | {a['values']} | {a['differing']} "
-                   f"({a['beyond_noise']}) | {vc} | {big.replace('|', '/')} "
-                   f"| {a.get('reference_status', '')} result of "
-                   f"{(a.get('reference_commit') or '?')[:12]} |")
-    return out
-
 # %% ../nbs/11_reproduce.ipynb #586cd966
 def committed_result(art: Artifact, P: Profile, commit: str = "HEAD") -> dict | None:
     "An artifact's result.json as committed at `commit` (None if it has none or there is no git)."
@@ -573,73 +325,6 @@ def batch_lock(P: Profile, wait: bool = False):
         f.flush()
         yield path
     finally: f.close()
-
-# %% ../nbs/11_reproduce.ipynb #4514c1ef
-def plan(P: Profile, arts: list, force: bool = False, trust_committed: bool = False) -> list[dict]:
-    "What a batch would do with each artifact and why, with the wall time its last run took."
-    rows = []
-    for art in arts:
-        st = status(art, P)
-        if force: why = "--force"
-        elif st["status"] == "done" and (st["here"] or trust_committed):
-            why = None
-        elif st["status"] == "done":
-            why = ("current result committed, not computed on this machine "
-                   "(it becomes the reference)")
-        elif st["status"] == "stale":
-            why = "inputs changed (notebook, library or knobs) since its result"
-        elif st["status"] == "damaged": why = f"damaged record, treated as missing: {st['problem']}"
-        else: why = {"missing": "no result yet", "failed": "its last attempt failed",
-                     "unrecorded": "its result was written outside the runner"}.get(st["status"],
-                                                                                   st["status"])
-        rows.append(dict(artifact=art.name, status=st["status"], here=st["here"],
-                         run=why is not None,
-                         why=why or ("up to date, skipped" if st["here"]
-                                     else "up to date (not computed here; --trust-committed), "
-                                          "skipped"),
-                         recorded_s=st.get("wall_time_s"), about=art.about))
-    return rows
-
-# %% ../nbs/11_reproduce.ipynb #9c4e0911
-def cache_gaps(P: Profile) -> dict:
-    "Zoo entries and recorded fine-tunes with no finished entry in data/cache (what is to train)."
-    root = project_root() / "data" / "cache"
-    def have(kind, name):
-        pat = re.compile(re.escape(name) + r"-[0-9a-f]{12}")
-        return any(pat.fullmatch(d.name) and (d / "manifest.json").is_file()
-                   for d in (root / kind / P.name).glob("*"))
-    return dict(zoo=[m for m in P.zoo if not have("zoo", m)],
-                finetunes=[r for r in _finetune_runs(P) if not have("finetune", r)])
-
-def _training_note(P: Profile) -> str:
-    "What the caches lack and the estimated time to train it (see `budget.training_seconds`)."
-    g = cache_gaps(P)
-    if not g["zoo"] and not g["finetunes"]:
-        return "the caches hold the zoo and every recorded fine-tune"
-    s = training_seconds(P, list(g["finetunes"]), zoo=g["zoo"])
-    return (f"the caches lack {len(g['zoo'])} of {len(P.zoo)} zoo entries "
-            f"and {len(g['finetunes'])} recorded "
-            f"fine-tunes: training them adds ~{s / 60:.0f} min (estimate, budget.training_seconds)")
-
-def _eta(rows) -> str:
-    if not any(r["run"] for r in rows): return "0 min (nothing to run)"
-    known = [r["recorded_s"] for r in rows if r["run"] and r["recorded_s"]]
-    unknown = sum(1 for r in rows if r["run"] and not r["recorded_s"])
-    s = f"~{sum(known) / 60:.0f} min" if known else "unknown"
-    return s + (f" + {unknown} artifact(s) never timed" if unknown and known else "")
-
-def print_plan(P: Profile, rows: list[dict], problems=(), warnings=()):
-    "The dry run: one line per artifact (run or skip, why, recorded wall time), total, refusals."
-    print(f"posvec reproduce --profile {P.name} --dry-run: results in figures/{P.results_name}/")
-    for r in rows:
-        t = f"{r['recorded_s'] / 60:5.1f} min" if r["recorded_s"] else "    ?    "
-        print(f"  {'run ' if r['run'] else 'skip'} {r['artifact']:<16} {t}  {r['why']}")
-    n = sum(r["run"] for r in rows)
-    print(f"{n} of {len(rows)} would run; estimated {_eta(rows)} "
-          "from the wall times their last runs recorded (run.json, with warm caches)")
-    if n: print(f"  and {_training_note(P)}")
-    for w in warnings: print(f"  note: {w}")
-    if problems: print(f"the batch would be refused, so nothing would run: {'; '.join(problems)}")
 
 # %% ../nbs/11_reproduce.ipynb #c856759d
 def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False,
@@ -734,13 +419,3 @@ def list_artifacts(profile: str | Profile = "cpu") -> dict:
                 missing=[i for i, a in cover.items() if not a])
 
 def _jsonable(v): return json.loads(json.dumps(v, default=str))
-
-# %% ../nbs/11_reproduce.ipynb #52f015f8
-def _finetune_runs(recorded: Profile) -> dict:
-    "The fine-tunes the notebooks request, by run name, with the artifacts using them (recorded)."
-    runs = {}
-    for res_file in sorted(figures_dir(recorded, create=False).glob("*/result.json")):
-        res = read_result(res_file.parent)[0] or {}
-        for name in res.get("inputs", {}).get("finetuned", {}):
-            runs.setdefault(name, []).append(res_file.parent.name)
-    return runs

@@ -167,7 +167,8 @@ def test_killed_run_leaves_nothing_trusted(killed_run):
     assert not killed_run["orphans"], f"kernels {killed_run['orphans']} outlived their killed runner"
     assert st[names[0]] == st[names[1]] == "done", (st, killed_run["log"][-2000:])
     assert st[third] != "done" and all(st[n] == "missing" for n in names[3:]), st
-    from posvec_lib.reproduce import ARTIFACTS, inputs_hash
+    from posvec_lib.reproduce import ARTIFACTS
+    from posvec_lib.digest import inputs_hash
     from posvec_lib.config import get_profile
     P = get_profile("smoke")
     for d in (home / "figures" / "smoke").iterdir():

@@ -294,7 +294,8 @@ def test_second_batch_is_refused_or_waits(home, venv_bin, monkeypatch):
 def test_wall_clock_checks_not_counted(tmp_path, monkeypatch):
     from posvec_lib.config import get_profile
     from posvec_lib.record import Record, _INPUTS
-    from posvec_lib.reproduce import ARTIFACTS, inputs_hash
+    from posvec_lib.reproduce import ARTIFACTS
+    from posvec_lib.digest import inputs_hash
     from posvec_lib.report import report_data, _summary_lines
     from posvec_lib.config import figures_dir
     from posvec_lib.storage import write_json
