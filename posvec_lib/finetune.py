@@ -47,6 +47,7 @@ class FinetuneSpec:
     steps: int | None = None        # None: the profile's pose_steps
     eval_every: int = 0             # > 0: PPL at Lt on validation documents every k steps
     seed: int | None = None         # None: the profile's seed; else a replicate with this seed
+    mixture: bool = True            # False: documents only (no recall / copy windows)
 
     def run_seed(self, profile: Profile) -> int:
         "The seed this run trains with: its own, or the profile's."
@@ -65,6 +66,8 @@ class FinetuneSpec:
             raise ValueError(f"target s={self.target!r} must be an int ≥ 2 (Lt = s·C)")
         if self.steps is not None and self.steps < 1:
             raise ValueError(f"steps={self.steps} must be ≥ 1 (or None)")
+        if not isinstance(self.mixture, bool):
+            raise ValueError(f"mixture={self.mixture!r}; allowed: True or False")
         if self.seed is not None and not (isinstance(self.seed, int) and self.seed >= 0):
             raise ValueError(f"seed={self.seed!r} must be an int ≥ 0 (or None: the profile's seed)")
 
@@ -76,6 +79,7 @@ class FinetuneSpec:
             m += f"{self.n_chunks}" + (f"-{self.content}" if self.content != "uniform" else "") + \
                  (f"-{self.offsets}" if self.offsets != "sequential" else "")
         if self.anchor != "start": m += f"-{self.anchor}"
+        if not self.mixture: m += "-docs"
         return (f"{self.base}-{m}-{self.interpolation}-{self.target}x"
                 + (f"-seed{self.seed}" if self.seed is not None else ""))
 
@@ -182,6 +186,7 @@ def finetune_key(profile: Profile, spec: FinetuneSpec) -> str:
                                              "pose_recall_share", "pose_copy_share")}
     sd = asdict(replace(spec, eval_every=0))
     if spec.seed is None: sd.pop("seed")        # a run on the profile's seed: no seed in its key
+    if spec.mixture: sd.pop("mixture")          # the profile's mixture: the key it always had
     blob = json.dumps(dict(spec=sd, knobs=knobs, base=zoo_path(profile, spec.base).name,
                            corpus=data.manifest["hash"], tokenizer=data.manifest["tokenizer"],
                            recipe=FT_RECIPE,
@@ -241,7 +246,8 @@ def finetune(profile: Profile, spec: FinetuneSpec, force: bool = False,
     model.train()
     max_len = max(5 * C, Lt) if spec.method in ("full-length", "chunks") else 5 * C
     docs = ExtensionDocs(data.train, Lt, max_len, steps * profile.pose_batch_size, seed=seed,
-                         recall_share=profile.pose_recall_share, copy_share=profile.pose_copy_share,
+                         recall_share=profile.pose_recall_share * spec.mixture,
+                         copy_share=profile.pose_copy_share * spec.mixture,
                          window=mixture_window(spec, C), tokenizer=data.tokenizer)
     collator = PoSECollator(C, Lt, spec.method, seed=[seed, rank()],
                             bos=data.tokenizer.bos_token_id, **spec.sampler_kwargs(C))
