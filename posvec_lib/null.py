@@ -49,16 +49,16 @@ def null_values(measure, model, samples, seeds) -> np.ndarray | dict:
 
 # %% ../nbs/05b_null.ipynb #6f996291
 def null_interval(trained_noise: float, null, level: float = 0.95) -> dict:
-    "The null's mean, sd over seeds and `level` t prediction interval, widened by trained noise."
+    "The null's mean, sd over seeds and `level` prediction interval, with the trained half-width."
     v = np.asarray(null, float).ravel()
     if len(v) < 2 or not np.isfinite(v).all():
         raise ValueError(f"the null needs ≥ 2 finite values, got {v}")
     if not (np.isfinite(trained_noise) and trained_noise >= 0):
         raise ValueError(f"trained_noise must be finite and ≥ 0, got {trained_noise}")
     n, m, sd = len(v), float(v.mean()), float(v.std(ddof=1))
-    scale = float(np.sqrt(sd ** 2 * (1 + 1 / n) + float(trained_noise) ** 2))
-    lo, hi = stats.t.interval(level, n - 1, loc=m, scale=scale) if scale > 0 else (m, m)
-    return dict(null=m, null_sd=sd, n_seeds=n, df=n - 1, null_lo=float(lo), null_hi=float(hi))
+    spread = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sd * np.sqrt(1 + 1 / n)
+    h = float(np.hypot(spread, float(trained_noise)))
+    return dict(null=m, null_sd=sd, n_seeds=n, df=n - 1, null_lo=m - h, null_hi=m + h)
 
 # %% ../nbs/05b_null.ipynb #fcbcec4e
 def beyond_null(trained: float, trained_noise: float, null, direction: str = ">",
