@@ -41,7 +41,8 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
     for n in ast.walk(tree):
         body = getattr(n, "body", None)
         if (isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
                 and isinstance(body[0].value.value, str)):
             n.body = body[1:] or [ast.Pass()]
     return tree

@@ -107,7 +107,7 @@ def untrained_baseline(model, samples: torch.Tensor, seeds=(0, 1), **kw) -> pd.D
     "`measure`'s per-layer numbers for random-init models of `model`'s config, per (seed, layer)."
     rows = []
     for s in seeds:
-        m = untrained_copy(model, s)                          # the nulls' own random init (05b_null)
+        m = untrained_copy(model, s)        # the nulls' own random init (05b_null)
         per_layer = measure(m, samples, **kw)["per_layer"]
         rows.append(per_layer[["layer", *BASELINE_COLUMNS]].assign(seed=s))
         del m
