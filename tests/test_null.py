@@ -23,7 +23,8 @@ def test_known_answers(trained, direction, want):
 def test_interval_is_the_t_prediction_interval():
     v, noise = np.array(NULL), 0.3
     n, sd = len(v), v.std(ddof=1)
-    half = stats.t.ppf(0.975, n - 1) * np.sqrt(sd ** 2 * (1 + 1 / n) + noise ** 2)
+    # the null's 95% prediction half-width and the trained 95% half-width, in quadrature
+    half = np.hypot(stats.t.ppf(0.975, n - 1) * sd * np.sqrt(1 + 1 / n), noise)
     iv = null_interval(noise, v)
     assert iv["df"] == 2 and iv["n_seeds"] == 3
     np.testing.assert_allclose([iv["null_lo"], iv["null_hi"]], [v.mean() - half, v.mean() + half])
@@ -32,7 +33,9 @@ def test_interval_is_the_t_prediction_interval():
 
 
 def test_trained_noise_widens_never_narrows():
-    assert beyond_null(12.0, 0.0, NULL) is True and beyond_null(12.0, 2.0, NULL) is None
+    assert beyond_null(12.0, 0.0, NULL) is True and beyond_null(12.0, 3.0, NULL) is None
+    widths = [null_interval(x, NULL)["null_hi"] for x in (0.0, 0.1, 1.0, 3.0)]
+    assert widths == sorted(widths)
 
 
 def test_false_decisions_at_five_percent_when_nothing_is_learned():
