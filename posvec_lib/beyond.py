@@ -11,6 +11,7 @@ from .config import cache_dir
 from .storage import atomic_write, load_sealed, seal
 from .stats import decide
 from .trace import active_extensions, as_token_batch
+from .attention import strongest_sink, sink_x_uniform
 from .decompose import PositionalVectors, positional_vectors, cosine_matrix, combine
 
 # %% auto #0
@@ -20,7 +21,7 @@ __all__ = ['RESOLVING_ERROR', 'SIMI_REL_IN_DISTRIBUTION', 'IN_WINDOW_LEVEL', 'SH
            'same_position_similarity', 'same_position_level', 'resolving_layers', 'ratio_over_layers', 'ratio_close_to',
            'ratio_matches_factor', 'relative_similarity', 'nearest_distance', 'in_window_share', 'group_vectors',
            'pooled', 'groups_interval', 'share_interval', 'interval_means', 'sink_by_position', 'positional_logits',
-           'logits_similarity']
+           'logits_similarity', 'sink_fade']
 
 # %% ../nbs/07b_beyond.ipynb #9c8c2f53
 def _fingerprint(model) -> dict:
@@ -299,3 +300,12 @@ def logits_similarity(model, pv, C: int, centred: bool = True,
         u = zr[:C].mean(0)
         z, zr = z - u, zr - u
     return cosine_matrix(z, zr[:C]).max(-1).values, cosine_matrix(z)
+
+# %% ../nbs/07b_beyond.ipynb #80c192d1
+def sink_fade(attn: torch.Tensor, C: int, skip: int = 4) -> dict:
+    "The strongest in-window sink head's level (× uniform) on 1.5C–2C over that on skip…C−1."
+    sk = strongest_sink(attn, skip, C)
+    l, h = sk["layer"], sk["head"]
+    x_in = float(sink_x_uniform(attn, skip, C)[l, h])
+    x_end = float(sink_x_uniform(attn, int(1.5 * C), 2 * C)[l, h])
+    return dict(head=sk["label"], x_in=x_in, x_end=x_end, fade=x_end / x_in)

@@ -6,7 +6,8 @@
 from __future__ import annotations
 import json, os, shutil, time
 from pathlib import Path
-from .config import Profile, figures_dir
+from .config import Profile, figures_dir, get_profile
+from .device import seed_everything
 from .storage import (disk_errors, atomic_write, write_json,
     staging_dir, swap_in, restore_interrupted)
 from .stats import VERDICTS
@@ -14,7 +15,8 @@ from .stats import VERDICTS
 # %% auto #0
 __all__ = ['RESULT_KEYS', 'RESULT_TYPES', 'RUN_KEYS', 'RUN_TYPES', 'CLAIM_KEYS', 'CLAIM_TYPES', 'LISTED_FILES', 'LIST_OF_TEXT',
            'type_problem', 'confined', 'claims_problem', 'nested_problem', 'files_problem', 'result_problem',
-           'read_record', 'read_result', 'run_problem', 'read_run', 'note_input', 'used_inputs', 'is_timing', 'Record']
+           'read_record', 'read_result', 'run_problem', 'read_run', 'note_input', 'used_inputs', 'is_timing', 'Record',
+           'start_artifact']
 
 # %% ../nbs/11b_record.ipynb #df5ab61a
 RESULT_KEYS = ("artifact", "claims", "figures", "tables", "numbers")
@@ -284,3 +286,15 @@ def _to_markdown(df, floatfmt=".4g") -> str:
     out = [line([str(c) for c in df.columns]), line(["---"] * len(df.columns))]
     out += [line([fmt(x) for x in r]) for r in df.itertuples(index=False)]
     return "\n".join(out)
+
+# %% ../nbs/11b_record.ipynb #72f878e7
+def start_artifact(artifact: str, profile: str | Profile = "cpu", overrides: dict | None = None,
+                   items=(), record: type | None = None) -> tuple[Profile, Record]:
+    "An experiment notebook's start: headless themed plots, its profile, seeded RNGs, its Record."
+    import matplotlib
+    matplotlib.use("Agg")
+    import seaborn as sns
+    sns.set_theme()
+    P = get_profile(profile, **(overrides or {}))
+    seed_everything(P.seed)
+    return P, (record or Record)(artifact, P, items=list(items))

@@ -178,9 +178,9 @@ def control_values(control: dict) -> dict:
 # %% ../nbs/10b_sweeps.ipynb #e3681075
 class ControlledRecord(Record):
     "A B notebook's Record: each check is decided only when the positive control holds."
-    def __init__(self, artifact: str, profile: Profile, control: dict, **kw):
+    def __init__(self, artifact: str, profile: Profile, control: dict | None = None, **kw):
         super().__init__(artifact, profile, **kw)
-        self.control = control
+        self.control = positive_control(profile) if control is None else control
 
     def check(self, claim: str, verdict, *args, sanity: bool = False, ungated: bool = False, **kw):
         "`Record.check`, with the control's verdict and values added unless `sanity` or `ungated`."
