@@ -28,7 +28,7 @@ from posvec_lib.data import profile_data, fixed_length_samples
 from posvec_lib.train import build_model, training_args, induction_warmup
 from posvec_lib.evaluate import token_nll
 from posvec_lib.variants import zoo_variants
-from posvec_lib.passkey import passkey_accuracy, passkey_min_length
+from posvec_lib.passkey import passkey_accuracy_if_fits
 from posvec_lib.retrieval import RecallWindows, copy_accuracy, recall_accuracy
 
 
@@ -84,9 +84,9 @@ def main():
         t0 = time.time(); Trainer(model=model, args=args, train_dataset=items, callbacks=[curve]).train(); wall = time.time() - t0
     model.eval()
     tok = data.tokenizer
-    fits = lambda v: C >= passkey_min_length(tok, v)                  # NaN where a prompt does not fit in C (smoke)
-    off = passkey_accuracy(model, tok, C, 50, variant="official")["accuracy"] if fits("official") else float("nan")
-    code = passkey_accuracy(model, tok, C, 50, variant="code")["accuracy"] if fits("code") else float("nan")
+    # NaN where a prompt does not fit in C (smoke)
+    off = passkey_accuracy_if_fits(model, tok, C, 50, variant="official")
+    code = passkey_accuracy_if_fits(model, tok, C, 50, variant="code")
     try: rec = recall_accuracy(model, data.validation, tok, C, 100, seed=1)
     except ValueError: rec = dict(accuracy=float("nan"))
     val = fixed_length_samples(data.validation, C, P.eval_samples, seed=sample_seed(P, "validation_ppl"))

@@ -5,7 +5,8 @@
 # %% ../nbs/11f_cli.ipynb #97c5fa53
 from __future__ import annotations
 import argparse, json, sys
-from .config import PROFILES, Profile, get_profile, parse_sets, require_clone, in_notebook
+from .config import (get_profile, require_clone, in_notebook,
+    add_profile_arguments, profile_from_args)
 from .storage import DiskError
 from .reproduce import (
     PAPER_ITEMS, BatchLocked, reproduce, list_artifacts, agreement_with)
@@ -14,12 +15,6 @@ from .report import write_report
 
 # %% auto #0
 __all__ = ['main']
-
-# %% ../nbs/11f_cli.ipynb #9ce7b5ea
-def _profile_of(a) -> Profile:
-    if a.profile not in PROFILES:
-        raise ValueError(f"unknown profile {a.profile!r}; allowed profiles: {sorted(PROFILES)}")
-    return get_profile(a.profile, **parse_sets(a.set))
 
 # %% ../nbs/11f_cli.ipynb #5797bf7f
 def _print_listing(L: dict):
@@ -66,12 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     cp.add_argument("--against", default="HEAD", help="a commit, branch or tag (default HEAD)")
     cp.add_argument("--only", default=None)
     for p in (r, l, rp, pl, cp):
-        p.add_argument("--profile", default="cpu", help=f"one of {sorted(PROFILES)}")
+        add_profile_arguments(p)
         p.add_argument("--allow-no-gpu", action="store_true",
                        help="a GPU profile (paper) on the CPU anyway (device=cpu)")
-        p.add_argument("--set", nargs="*", default=[], metavar="KNOB=VALUE",
-                       help="override knobs; results then go to figures/<profile>+<hash>/, "
-                            "never over the profile's own")
     # the inspect parser imports torch: only when asked for
     if "inspect" in (sys.argv[1:] if argv is None else argv):
         from posvec_lib.inspect_model import add_inspect_parser
@@ -84,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             from posvec_lib.inspect_model import run_inspect
             print(run_inspect(a))
             return 0
-        P = _profile_of(a)
+        P = profile_from_args(a)
         require_clone(f"posvec {a.cmd}")
         # the results --allow-no-gpu wrote (device=cpu)
         if a.cmd != "reproduce" and a.allow_no_gpu and P.device == "cuda":

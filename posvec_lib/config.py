@@ -13,8 +13,8 @@ from .storage import disk_errors
 
 # %% auto #0
 __all__ = ['ZOO_VARIANTS', 'FT_INTERPOLATIONS', 'KNOBS', 'PROFILES', 'OFFLINE_VARIABLES', 'SAMPLE_SEEDS', 'Profile', 'Knob',
-           'check_knob', 'parse_knob', 'get_profile', 'parse_sets', 'is_offline', 'in_notebook', 'sample_seed',
-           'project_root', 'require_clone', 'cache_dir', 'figures_dir']
+           'check_knob', 'parse_knob', 'get_profile', 'parse_sets', 'add_profile_arguments', 'profile_from_args',
+           'is_offline', 'in_notebook', 'sample_seed', 'project_root', 'require_clone', 'cache_dir', 'figures_dir']
 
 # %% ../nbs/00_config.ipynb #b21b91f8
 @dataclass(frozen=True)
@@ -422,6 +422,19 @@ def parse_sets(sets: list[str] | None) -> dict:
         raise ValueError("; ".join(errors) if len(errors) == 1
                          else "bad --set values:\n  " + "\n  ".join(errors))
     return out
+
+# %% ../nbs/00_config.ipynb #92deee01
+def add_profile_arguments(parser):
+    "Add `--profile` and `--set KNOB=VALUE` to an argparse parser."
+    parser.add_argument("--profile", default="cpu", help=f"one of {sorted(PROFILES)}")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KNOB=VALUE",
+                        help="override knobs; results then go to figures/<profile>+<hash>/, "
+                             "never over the profile's own")
+    return parser
+
+def profile_from_args(args) -> Profile:
+    "The profile named by parsed `--profile`, with the knobs of `--set` overridden."
+    return get_profile(get_profile(args.profile), **parse_sets(args.set))
 
 # %% ../nbs/00_config.ipynb #d9fe6036
 OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")

@@ -12,7 +12,8 @@ import pandas as pd
 import torch
 from transformers import LlamaForCausalLM, Trainer, TrainerCallback
 from transformers.trainer_callback import PrinterCallback
-from .config import Profile, get_profile, cache_dir, parse_sets, in_notebook
+from .config import (Profile, get_profile, cache_dir, in_notebook,
+    add_profile_arguments, profile_from_args)
 from .storage import write_json, remove_cache_entry, entry_ok, seal, disk_errors
 from .record import note_input
 from .device import seed_everything, resolve_device, oom_hint
@@ -348,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
                                  description="Extend a zoo model's context window "
                                  "(PoSE / full-length / RandPos / chunks) with the paper's recipe; "
                                  "torchrun-ready.")
-    ap.add_argument("--profile", default="cpu")
+    add_profile_arguments(ap)
     ap.add_argument("--method", default="pose", choices=FT_METHODS)
     ap.add_argument("--target", type=int, default=8)
     ap.add_argument("--interpolation", default="linear", choices=INTERPOLATIONS)
@@ -359,9 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--deepspeed", default=None)
     ap.add_argument("--force", action="store_true")
-    ap.add_argument("--set", nargs="*", default=[], metavar="KNOB=VALUE")
     a = ap.parse_args(argv)
-    P = get_profile(a.profile, **parse_sets(a.set))
+    P = profile_from_args(a)
     spec = FinetuneSpec(a.method, a.target, a.interpolation, a.base, a.n_chunks, a.content,
                         a.anchor, steps=a.steps)
     path = finetune(P, spec, force=a.force, deepspeed=a.deepspeed)

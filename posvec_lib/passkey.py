@@ -11,7 +11,7 @@ from .pose import check_choice
 
 # %% auto #0
 __all__ = ['PASSKEY_VARIANTS', 'passkey_prompt', 'passkey_min_length', 'first_integer', 'passkey_accuracy', 'candidate_logprobs',
-           'passkey_rank']
+           'passkey_rank', 'passkey_accuracy_if_fits']
 
 # %% ../nbs/10d_passkey.ipynb #653196e6
 PASSKEY_VARIANTS = {
@@ -178,3 +178,12 @@ def passkey_rank(model, tokenizer, length: int, trials: int, n_candidates: int =
                 rank_score_se=(float(score.std(ddof=1) / math.sqrt(len(score))) if trials > 1
                                else float("nan")),
                 top1=float((ranks == 1).mean()), chance_top1=1 / n_candidates)
+
+# %% ../nbs/10d_passkey.ipynb #5bd2f742
+def passkey_accuracy_if_fits(model, tokenizer, length: int, trials: int, seed: int = 0,
+                             variant: str = "official", bos: bool = True, exact: bool = False,
+                             **kw) -> float:
+    "`passkey_accuracy`'s accuracy at `length`, or NaN when no prompt fits in `length` tokens."
+    if length < passkey_min_length(tokenizer, variant, bos, exact): return float("nan")
+    return passkey_accuracy(model, tokenizer, length, trials, seed=seed, variant=variant,
+                            bos=bos, exact=exact, **kw)["accuracy"]

@@ -10,7 +10,7 @@ from .config import Profile, figures_dir, get_profile
 from .device import seed_everything
 from .storage import (disk_errors, atomic_write, write_json,
     staging_dir, swap_in, restore_interrupted)
-from .stats import VERDICTS
+from .stats import VERDICTS, verdict_name
 
 # %% auto #0
 __all__ = ['RESULT_KEYS', 'RESULT_TYPES', 'RUN_KEYS', 'RUN_TYPES', 'CLAIM_KEYS', 'CLAIM_TYPES', 'LISTED_FILES', 'LIST_OF_TEXT',
@@ -243,11 +243,8 @@ class Record:
             # lazily: only a check naming an id needs the registry
             from posvec_lib.claims import claim as registered
             registered(id)
-        v = ({True: "holds", False: "fails", None: "not measurable"}.get(verdict, verdict)
-             if not isinstance(verdict, str) else verdict)
-        if hasattr(verdict, "item"): v = "holds" if bool(verdict) else "fails"
-        if v not in VERDICTS:
-            raise ValueError(f"unknown verdict {verdict!r}; allowed: {VERDICTS} or True/False/None")
+        v = (("holds" if bool(verdict) else "fails") if hasattr(verdict, "item")
+             else verdict_name(verdict))
         self.claims.append(dict(claim=claim, verdict=v, source=source, values=values,
                                 **({"paper": paper} if paper else {}),
                                 **({"threshold": threshold} if threshold else {}),

@@ -9,12 +9,21 @@ import numpy as np
 from scipy.stats import norm
 
 # %% auto #0
-__all__ = ['VERDICTS', 'decide', 'split_half_noise', 'decide_all', 'binomial_noise', 'mc_noise', 'mean_se', 'pooled_accuracy',
-           'decide_accuracy', 'implies', 'as_verdict', 'decide_rows', 'decide_gap', 'decide_interval', 'exceeds',
-           'ordered_beyond_noise', 'rank_correlation', 'permutation_spearman', 'reason_or_note']
+__all__ = ['VERDICTS', 'verdict_name', 'decide', 'split_half_noise', 'decide_all', 'binomial_noise', 'mc_noise', 'mean_se',
+           'pooled_accuracy', 'decide_accuracy', 'implies', 'as_verdict', 'decide_rows', 'decide_gap',
+           'decide_interval', 'exceeds', 'ordered_beyond_noise', 'rank_correlation', 'permutation_spearman',
+           'reason_or_note']
 
 # %% ../nbs/00c_stats.ipynb #39425a4b
 VERDICTS = ("holds", "fails", "not measurable")
+
+# %% ../nbs/00c_stats.ipynb #eee592f5
+def verdict_name(v) -> str:
+    "A verdict's name: True → holds, False → fails, None → not measurable; a name stays itself."
+    if isinstance(v, str) and v in VERDICTS: return v
+    try: return {True: "holds", False: "fails", None: "not measurable"}[v]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown verdict {v!r}; allowed: {VERDICTS} or True/False/None") from None
 
 # %% ../nbs/00c_stats.ipynb #7b22b930
 def decide(value: float, threshold: float, noise: float = 0.0, op: str = ">=") -> bool | None:

@@ -12,13 +12,13 @@ from tqdm.auto import tqdm
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 from .config import Profile, cache_dir, sample_seed
 from .storage import write_json
-from .stats import decide, decide_all, decide_accuracy
+from .stats import decide, decide_all, decide_accuracy, verdict_name
 from .record import Record
 from .data import long_documents, second_corpus_docs, profile_data, fixed_length_samples
 from .evaluate import sliding_window_ppl, ppl_ratio_docs, token_nll, ppl_ratio_ci
 from .train import load_zoo_model
 from .finetune import FinetuneSpec, extended_model, load_finetuned, finetune_key
-from .passkey import passkey_accuracy, passkey_min_length
+from .passkey import passkey_accuracy_if_fits
 
 # %% auto #0
 __all__ = ['INTERP', 'INTERP_NAME', 'PAPER_INTERP_NAME', 'ORIGINAL', 'CONTROL_TARGETS', 'CONTROL_VERSION', 'CONTROL_MIN_TRIALS',
@@ -145,10 +145,8 @@ def positive_control(P: Profile, interpolation: str | None = None) -> dict:
     nf, n0 = (token_nll(m, val, batch_size=16).double().mean(1) for m in (full, base))
     lo, hi = ppl_ratio_ci(nf, n0)
     ratio = math.exp(float((nf - n0).mean()))
-    short = passkey_min_length(data.tokenizer, "code")      # shorter prompts do not fit: NaN
-    pk = lambda m, L: (passkey_accuracy(m, data.tokenizer, L, n, seed=P.seed,
-                                        variant="code")["accuracy"]
-                       if L >= short else float("nan"))
+    pk = lambda m, L: passkey_accuracy_if_fits(m, data.tokenizer, L, n, seed=P.seed,
+                                               variant="code")
     values = dict(run=spec.name, full_passkey_at_C=pk(full, C),
                   full_passkey_at_target=pk(full, s * C),
                   original_passkey_at_C=pk(base, C), ppl_ratio_at_C=round(ratio, 4),
@@ -157,7 +155,7 @@ def positive_control(P: Profile, interpolation: str | None = None) -> dict:
                   windows=len(val))
     verdict, missed = control_verdict(values, n)
     out = dict(holds=verdict is True,
-               verdict={True: "holds", False: "fails", None: "not measurable"}[verdict],
+               verdict=verdict_name(verdict),
                missed=missed, values=values, targets=CONTROL_TARGETS)
     write_json(path, out)
     return out

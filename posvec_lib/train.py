@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import torch
 from transformers import LlamaForCausalLM, Trainer, TrainingArguments, TrainerCallback
-from .config import (Profile, get_profile, cache_dir,
-    ZOO_VARIANTS, parse_sets, in_notebook, sample_seed)
+from .config import (Profile, get_profile, cache_dir, ZOO_VARIANTS, in_notebook,
+    sample_seed, add_profile_arguments, profile_from_args)
 from .storage import write_json, remove_cache_entry, entry_ok, seal, disk_errors
 from .record import note_input
 from .device import seed_everything, resolve_device, torch_dtype, oom_hint
@@ -316,12 +316,11 @@ def main(argv: list[str] | None = None) -> int:
                                  description="Train zoo models by the profile's recipe "
                                  "(from scratch, or continual from the RoPE base); "
                                  "torchrun / accelerate-ready.")
-    ap.add_argument("--profile", default="cpu")
+    add_profile_arguments(ap)
     ap.add_argument("--variant", nargs="+", default=["rope"])
     ap.add_argument("--force", action="store_true")
-    ap.add_argument("--set", nargs="*", default=[], metavar="KNOB=VALUE")
     a = ap.parse_args(argv)
-    P = get_profile(a.profile, **parse_sets(a.set))
+    P = profile_from_args(a)
     for v in a.variant: zoo_variant(P, v)                # every name checked before any training
     for v in a.variant:
         path = train_zoo_model(P, v, force=a.force)
