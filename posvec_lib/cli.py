@@ -11,7 +11,7 @@ from .storage import DiskError
 from .reproduce import (
     PAPER_ITEMS, BatchLocked, reproduce, list_artifacts, agreement_with)
 from .agreement import agreement_lines
-from .report import write_report
+from .page import write_reports
 
 # %% auto #0
 __all__ = ['main']
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.cmd == "reproduce":
             s = reproduce(P, a.only, a.force, P.overrides(), allow_no_gpu=a.allow_no_gpu,
                           wait=a.wait, trust_committed=a.trust_committed, dry_run=a.dry_run,
-                          report=write_report)
+                          report=write_reports)
             return 2 if s.get("refused") else 1 if s["failed"] else 0
         if a.cmd == "list":
             L = list_artifacts(P)
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             else: _print_listing(L)
             return 0
         if a.cmd == "report":
-            print(write_report(P))
+            print(write_reports(P))
             return 0
         if a.cmd == "compare":
             A = agreement_with(P, a.against, a.only)

@@ -31,10 +31,10 @@ def experiments_dir() -> Path:
     return d
 
 # %% ../nbs/11g_digest.ipynb #d8888a04
-# the batch runner (with its digest, status and agreement) and the report writer: no result
+# the batch runner (with its digest, status and agreement) and the report writers: no result
 # imports them
-RUNNER_MODULES = ("_modidx.py", "reproduce.py", "report.py", "digest.py", "status.py",
-                  "agreement.py")
+RUNNER_MODULES = ("_modidx.py", "reproduce.py", "report.py", "page.py", "digest.py",
+                  "status.py", "agreement.py")
 
 def _strip_docstrings(tree: ast.AST) -> ast.AST:
     "The tree without the docstrings of its module, classes and functions."

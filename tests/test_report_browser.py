@@ -144,13 +144,13 @@ def fresh_report(tmp_path_factory):
     home = tmp_path_factory.mktemp("home")
     shutil.copytree(COMMITTED, home / "figures" / PROFILE, ignore=shutil.ignore_patterns("*.pdf", "REPORT.*"))
     (home / "nbs").mkdir(); (home / "nbs" / "experiments").symlink_to(ROOT / "nbs" / "experiments")  # status() hashes them
-    from posvec_lib.report import write_report
+    from posvec_lib.page import write_reports
     before = {f: f.read_bytes() for f in COMMITTED.glob("REPORT.*")}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("POSVEC_HOME", str(home))
-        page = write_report(PROFILE).with_suffix(".html")
+        page = write_reports(PROFILE).with_suffix(".html")
     assert page == home / "figures" / PROFILE / "REPORT.html" and page.exists(), page
-    assert {f: f.read_bytes() for f in COMMITTED.glob("REPORT.*")} == before, "write_report touched the committed report"
+    assert {f: f.read_bytes() for f in COMMITTED.glob("REPORT.*")} == before, "write_reports touched the committed report"
     return page
 
 
@@ -166,7 +166,7 @@ def test_committed_report_renders(browser, site):
     if not page.exists(): pytest.skip(f"{page.relative_to(ROOT)} is not committed")
     artifacts, _ = _expected(COMMITTED)   # the images it embeds need not match results re-run since it was written
     r = check_page(browser, _serve(site, "committed.html", page.read_text(encoding="utf-8"), COMMITTED), artifacts)
-    assert r["problems"] == [], (f"{page.relative_to(ROOT)} (regenerate it with posvec_lib.report.write_report"
+    assert r["problems"] == [], (f"{page.relative_to(ROOT)} (regenerate it with posvec_lib.page.write_reports"
                                  f"({PROFILE!r}) if it is only out of date)", r["problems"])
 
 

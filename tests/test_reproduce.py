@@ -71,8 +71,8 @@ def test_failing_notebook_is_reported_and_others_run(root, tmp_path, monkeypatch
     monkeypatch.setenv("POSVEC_HOME", str(tmp_path))
     monkeypatch.setattr(R, "ARTIFACTS", {"broken": R.Artifact("broken", ("A Fig. 1",), "fails"),
                                          "pose_coverage": R.ARTIFACTS["pose_coverage"]})
-    from posvec_lib.report import write_report
-    s = R.reproduce("smoke", report=write_report)
+    from posvec_lib.page import write_reports
+    s = R.reproduce("smoke", report=write_reports)
     assert s["failed"] == ["broken"] and s["ok"] == ["pose_coverage"]
     run = json.loads((tmp_path / "runs" / "smoke" / "broken.failed.json").read_text())       # the failure is kept under runs/
     assert run["status"] == "failed" and run["error"]["type"] == "ValueError"
