@@ -11,7 +11,7 @@ from .config import cache_dir
 from .storage import atomic_write, load_sealed, seal
 from .stats import decide
 from .trace import active_extensions, as_token_batch
-from .attention import strongest_sink, sink_x_uniform
+from .attention import strongest_sink, sink_x_uniform, head_label
 from .decompose import PositionalVectors, positional_vectors, cosine_matrix, combine
 
 # %% auto #0
@@ -302,10 +302,12 @@ def logits_similarity(model, pv, C: int, centred: bool = True,
     return cosine_matrix(z, zr[:C]).max(-1).values, cosine_matrix(z)
 
 # %% ../nbs/07b_beyond.ipynb #80c192d1
-def sink_fade(attn: torch.Tensor, C: int, skip: int = 4) -> dict:
-    "The strongest in-window sink head's level (× uniform) on 1.5C–2C over that on skip…C−1."
-    sk = strongest_sink(attn, skip, C)
-    l, h = sk["layer"], sk["head"]
+def sink_fade(attn: torch.Tensor, C: int, skip: int = 4, head: tuple | None = None) -> dict:
+    "A sink head's level (× uniform) on 1.5C–2C over skip…C−1: `head` (l, h), else the strongest."
+    if head is None:
+        sk = strongest_sink(attn, skip, C)
+        head = sk["layer"], sk["head"]
+    l, h = head
     x_in = float(sink_x_uniform(attn, skip, C)[l, h])
     x_end = float(sink_x_uniform(attn, int(1.5 * C), 2 * C)[l, h])
-    return dict(head=sk["label"], x_in=x_in, x_end=x_end, fade=x_end / x_in)
+    return dict(head=head_label(l, h), x_in=x_in, x_end=x_end, fade=x_end / x_in)
