@@ -38,6 +38,9 @@ RECIPES = {   # name: the fine-tune knobs (the rest are the profile's), in the o
                                 pose_recall_share=0.1, pose_copy_share=0.5, pose_lr=5e-5),
     "yarn-200-mix-lr2e-5": dict(pose_steps=200, pose_interpolation="yarn_pose", pose_lr_floor=0.1,
                                 pose_recall_share=0.1, pose_copy_share=0.5, pose_lr=2e-5),
+    # the paper's shape: 1,000 steps at 2e-5, linear decay to 0 (YaRN and the mixture kept)
+    "yarn-1000-mix-paper-lr": dict(pose_steps=1000, pose_interpolation="yarn_pose", pose_lr_floor=0.0,
+                                   pose_recall_share=0.1, pose_copy_share=0.5, pose_lr=2e-5),
     # PoSE on as many tokens as Full-length's 200 steps at 8C (8 × 1,024 tokens a step)
     "yarn-1600-mix": dict(pose_steps=1600, pose_interpolation="yarn_pose", pose_lr_floor=0.1,
                           pose_recall_share=0.1, pose_copy_share=0.5),
