@@ -53,4 +53,4 @@ clean-runs:
 	rm -rf runs figures/smoke
 
 readme:
-	$(BIN)/python tests/readme.py > README.md
+	$(BIN)/python tools/readme.py > README.md

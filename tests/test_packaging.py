@@ -168,14 +168,14 @@ def test_library_imports_declared(root):
     assert "scipy" in core     # posvec_lib.sweeps imports it on import (issue 34)
 
 def test_notebook_imports_declared(root):
-    "Chapters import only core + notebooks; experiment notebooks only core + repro; tests and benchmarks core + dev."
+    "Chapters import only core + notebooks; experiment notebooks only core + repro; tests, benchmarks and tools core + dev."
     s = _settings(root)
     # deepspeed: 11_reproduce says 'not importable here' without it (the notebooks extra leaves the multi-GPU build out)
     assert not (b := _undeclared(sorted((root / "nbs").glob("*.ipynb")), _declared(s, "notebooks", "deepspeed"))), f"chapters: {b}"
     assert not (b := _undeclared(sorted((root / "nbs" / "experiments").glob("*.ipynb")), _declared(s, "repro"))), f"experiments: {b}"
-    local = {p.stem for p in (root / "tests").glob("*.py")} | {p.stem for p in (root / "benchmarks").glob("*.py")}
-    files = sorted((root / "tests").glob("*.py")) + sorted((root / "benchmarks").glob("*.py"))
-    assert not (b := _undeclared(files, _declared(s, "dev", "deepspeed"), local)), f"tests/benchmarks: {b}"
+    files = [f for d in ("tests", "benchmarks", "tools") for f in sorted((root / d).glob("*.py"))]
+    local = {p.stem for p in files}
+    assert not (b := _undeclared(files, _declared(s, "dev", "deepspeed"), local)), f"tests/benchmarks/tools: {b}"
     assert {"nbdev", "fastcore", "execnb", "jupyterlab", "papermill", "ipykernel"} <= _declared(s, "notebooks")
 
 # --- the library and its extras install alone, into fresh venvs ------------------------------------------------------

@@ -1,8 +1,10 @@
-import re
+import re, sys
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from readme import render
 
 def test_readme_is_rendered_from_index(root):
-    assert (root / "README.md").read_text() == render(root), "README.md is stale: python tests/readme.py > README.md"
+    assert (root / "README.md").read_text() == render(root), "README.md is stale: python tools/readme.py > README.md"
 
 def test_readme_is_short(root):
     n = len((root / "README.md").read_text().splitlines())

@@ -1,4 +1,4 @@
-"README.md is rendered from nbs/index.ipynb, its results table from the cpu records: `python tests/readme.py > README.md`."
+"README.md is rendered from nbs/index.ipynb, its results table from the cpu records: `python tools/readme.py > README.md`."
 import json, re, sys
 from pathlib import Path
 
