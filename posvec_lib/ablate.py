@@ -23,7 +23,8 @@ __all__ = ['WHERES', 'REMOVALS', 'LOCAL_CONTEXT', 'InputVectors', 'attention_inp
            'scored_positions', 'vector_similarity', 'ablation_effect', 'ablation_table', 'parts_half_width',
            'part_similarities', 'similarity_gap', 'excess_left', 'excess_left_parts', 'initial_dominates',
            'initial_dominates_ci', 'removal_asymmetry', 'asymmetry_null', 'most_harmful', 'least_similar_rival',
-           'receptive_field', 'distinct_positions', 'positional_logits', 'rope_rotate', 'toy_attention']
+           'receptive_field', 'reach_bound', 'shifted_samples', 'distinct_positions', 'positional_logits',
+           'rope_rotate', 'toy_attention']
 
 # %% ../nbs/06a_ablate.ipynb #b3415d2f
 WHERES = ("pre_norm", "post_norm")
@@ -316,18 +317,40 @@ def receptive_field(layer: int, window: int) -> int:
     "Theoretical receptive field of window attention after `layer` layers (1-based): l·W positions."
     return layer * window
 
-def distinct_positions(pv: PositionalVectors, tail_start: int, k: float = 1.0,
-                       threshold: float | None = None) -> dict:
-    "Per layer: how many positions before `tail_start` have p distinct from the tail's mean."
+def reach_bound(layer: int, window: int) -> int:
+    "Positions 0..l·(W−1) whose window-attention reach after `layer` layers holds position 0."
+    return layer * (window - 1) + 1
+
+def shifted_samples(x: torch.Tensor, shift: int, bos: bool = True) -> torch.Tensor:
+    "Windows x [n, T] less the `shift` tokens after BOS: position t ≥ bos holds x's token t + shift."
+    if not 0 < shift < x.shape[1] - int(bos):
+        raise ValueError(f"shift must lie in 1..{x.shape[1] - 1 - int(bos)} (T = {x.shape[1]}), "
+                         f"got {shift}")
+    return torch.cat([x[:, :1], x[:, 1 + shift:]], 1) if bos else x[:, shift:]
+
+def distinct_positions(pv: PositionalVectors, shifted: PositionalVectors, tail_start: int,
+                       k: float = 1.0, threshold: float | None = None,
+                       window: int | None = None) -> dict:
+    "Per layer: how many positions t < `tail_start` have p[t] distinct from the same text's far away."
     T = pv.p.shape[1]
-    if not 0 < tail_start < T - 1:
-        raise ValueError(f"tail_start must lie in 1..{T - 2} (T = {T}), got {tail_start}")
+    if not 0 < tail_start <= T // 2:
+        raise ValueError(f"tail_start must lie in 1..{T // 2} (T = {T}), got {tail_start}")
+    if tuple(shifted.p.shape) != (pv.p.shape[0], T - tail_start, pv.p.shape[2]):
+        raise ValueError(f"shifted positional vectors of shape {tuple(shifted.p.shape)}; allowed: "
+                         f"those of shifted_samples(x, {tail_start}), T = {T - tail_start}")
     tail = pv.p[:, tail_start:].mean(1, keepdim=True)                   # [L, 1, d]
-    # [L, T] relative distance from the tail
-    r = (pv.p - tail).norm(dim=-1) / tail.norm(dim=-1)
+    # [L, T]: before the tail, the paired distance from the same text beyond it
+    r = torch.cat([shifted.p[:, :tail_start] - pv.p[:, tail_start:2 * tail_start],
+                   pv.p[:, tail_start:] - tail], 1).norm(dim=-1) / tail.norm(dim=-1)
     thr = (torch.full((r.shape[0],), float(threshold), dtype=r.dtype) if threshold is not None
            else k * r[:, tail_start:].max(1).values)
     count = (r[:, :tail_start] > thr[:, None]).sum(1)
+    if window is not None:
+        bound = torch.tensor([reach_bound(l + 1, window) for l in range(len(count))])
+        if (count > bound).any():
+            raise RuntimeError(f"distinct counts {count.tolist()} exceed the reach bound "
+                               f"{bound.tolist()} of W = {window}: a bug (or a threshold "
+                               f"below float rounding, {thr.tolist()})")
     return dict(count=count, distance=r, threshold=thr)
 
 # %% ../nbs/06a_ablate.ipynb #ab11c081
