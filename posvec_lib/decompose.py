@@ -97,7 +97,7 @@ def position_similarity(pv: PositionalVectors, layer: int, centred: bool = True)
 
 def anchor_ratio(pv: PositionalVectors, n_initial: int = 4, bos: bool = True,
                  replicate: PositionalVectors | None = None) -> torch.Tensor:
-    "Per layer: mean distance of the initial positions from the later ones' centroid, over theirs."
+    "Per layer: RMS distance of the initial positions from the later ones' centroid, over theirs."
     T = pv.p.shape[1]
     if (isinstance(n_initial, bool) or not isinstance(n_initial, int)
             or not 1 + bos <= n_initial <= T - 2):
@@ -106,14 +106,23 @@ def anchor_ratio(pv: PositionalVectors, n_initial: int = 4, bos: bool = True,
                          f"at least two later ones of T={T})")
     # [L, T, d] deviation from the later centroid
     def dev(x): return x.p - x.p[:, n_initial:].mean(1, keepdim=True)
-    if replicate is None: dist = dev(pv).norm(dim=-1)                   # [L, T]
+    if replicate is None:
+        d2 = dev(pv).pow(2).sum(-1)                                      # [L, T]
+        floor = torch.zeros(d2.shape[0], dtype=d2.dtype)
     else:
         if replicate.p.shape != pv.p.shape:
             raise ValueError(f"replicate positional vectors of shape {tuple(replicate.p.shape)} "
                              f"do not match {tuple(pv.p.shape)}")
-        # [L, T] cross-fitted distance
-        dist = (dev(pv) * dev(replicate)).sum(-1).clamp(min=0).sqrt()
-    return dist[:, int(bos):n_initial].mean(-1) / dist[:, n_initial:].mean(-1)
+        d2 = (dev(pv) * dev(replicate)).sum(-1)                         # [L, T] cross-fitted
+        # the later mean's own noise: each position's noise variance over √(later positions)
+        nz = ((dev(pv) - dev(replicate)) / 2).pow(2).sum(-1)[:, n_initial:]
+        floor = nz.mean(-1) / (T - n_initial) ** 0.5
+    later = torch.maximum(d2[:, n_initial:].mean(-1), floor)
+    r = (d2[:, int(bos):n_initial].mean(-1).clamp(min=0) / later).sqrt()
+    if not torch.isfinite(r).all():
+        raise RuntimeError(f"anchor ratio {r.tolist()} is not finite: the later positions' "
+                           "positional vectors are identical (a bug upstream)")
+    return r
 
 # %% ../nbs/05_decompose.ipynb #1f9f6c20
 def combine(a: PositionalVectors, b: PositionalVectors) -> PositionalVectors:
