@@ -14,17 +14,17 @@ from tqdm.auto import tqdm
 from .trace import decoder_layers, hooks
 from .decompose import StreamingMoments, PositionalVectors, positional_vectors
 from .attention import (attention_by_distance, sink_share, uniform_sink_share,
-                                  sink_x_uniform, sink_excess, decay_ratio)
+                                  sink_x_uniform, sink_excess, decay_ratio, mean_attention)
 from .evaluate import token_nll, ppl_ratio_ci
 from .stats import exceeds
 
 # %% auto #0
 __all__ = ['WHERES', 'REMOVALS', 'LOCAL_CONTEXT', 'InputVectors', 'attention_input_vectors', 'ablate', 'position_sets',
-           'scored_positions', 'vector_similarity', 'ablation_effect', 'ablation_table', 'parts_half_width',
-           'part_similarities', 'similarity_gap', 'excess_left', 'excess_left_parts', 'initial_dominates',
-           'initial_dominates_ci', 'removal_asymmetry', 'asymmetry_null', 'most_harmful', 'least_similar_rival',
-           'receptive_field', 'reach_bound', 'shifted_samples', 'distinct_positions', 'positional_logits',
-           'rope_rotate', 'toy_attention']
+           'scored_positions', 'vector_similarity', 'ablation_effect', 'ablation_table', 'attention_share',
+           'parts_half_width', 'part_similarities', 'similarity_gap', 'excess_left', 'excess_left_parts',
+           'initial_dominates', 'initial_dominates_ci', 'removal_asymmetry', 'asymmetry_null', 'most_harmful',
+           'least_similar_rival', 'receptive_field', 'reach_bound', 'shifted_samples', 'distinct_positions',
+           'positional_logits', 'rope_rotate', 'toy_attention']
 
 # %% ../nbs/06a_ablate.ipynb #b3415d2f
 WHERES = ("pre_norm", "post_norm")
@@ -195,8 +195,21 @@ def ablation_table(model, sets: dict, ref: InputVectors, pv0: PositionalVectors,
                          ppl_ratio_hi=hi,
                          **{f"simi_L{l + 1}": x for l, x in enumerate(e["simi_layer"])}))
     df = pd.DataFrame(rows)
+    if not (np.isfinite(df.ppl) & (df.ppl >= 1 - 1e-9)).all():
+        raise RuntimeError(f"PPL outside [1, ∞): {df.ppl.tolist()} (a bug)")
     df.insert(5, "ppl_ratio", df["ppl"] / df["ppl"].iloc[0])
+    df.insert(8, "worse_than_uniform", df["ppl"] > model.config.vocab_size)
     return df
+
+# %% ../nbs/06a_ablate.ipynb #a77e5d02
+@torch.no_grad()
+def attention_share(model, samples: torch.Tensor, keys, queries, batch_size: int = 2) -> torch.Tensor:
+    "Per layer [L]: attention mass `queries` put on `keys` (mean over heads, queries and texts)."
+    A = mean_attention(model, samples, batch_size=batch_size, progress=False)      # [L, H, T, T]
+    s = A[:, :, list(queries)][..., list(keys)].sum(-1).mean((1, 2))
+    if not ((s >= -1e-5) & (s <= 1 + 1e-5)).all():                 # float32 weights
+        raise RuntimeError(f"attention shares outside [0, 1]: {s.tolist()} (a bug)")
+    return s
 
 # %% ../nbs/06a_ablate.ipynb #f909d57f
 def parts_half_width(values, level: float = 0.95) -> float:
