@@ -158,7 +158,10 @@ def vector_similarity(a: PositionalVectors, b: PositionalVectors,
     "Cosine [L, T] of a's and b's positional vectors per layer and position: p, or m (`centred`)."
     x, y = (a.m, b.m) if centred else (a.p, b.p)
     T = min(x.shape[1], y.shape[1])
-    return torch.nn.functional.cosine_similarity(x[:, :T], y[:, :T], dim=-1)
+    s = torch.nn.functional.cosine_similarity(x[:, :T], y[:, :T], dim=-1)
+    if not (s.abs() <= 1 + 1e-9).all():
+        raise RuntimeError(f"cosine {float(s.abs().max())} outside [-1, 1] (a bug)")
+    return s
 
 # %% ../nbs/06a_ablate.ipynb #24096b2b
 @torch.no_grad()
