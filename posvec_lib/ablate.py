@@ -14,16 +14,17 @@ from tqdm.auto import tqdm
 from .trace import decoder_layers, hooks
 from .decompose import StreamingMoments, PositionalVectors, positional_vectors
 from .attention import (attention_by_distance, sink_share, uniform_sink_share,
-                                  sink_x_uniform, sink_excess, decay_ratio)
+                                  sink_x_uniform, sink_excess, decay_ratio, mean_attention)
 from .evaluate import token_nll, ppl_ratio_ci
 from .stats import exceeds
 
 # %% auto #0
 __all__ = ['WHERES', 'REMOVALS', 'LOCAL_CONTEXT', 'InputVectors', 'attention_input_vectors', 'ablate', 'position_sets',
-           'scored_positions', 'vector_similarity', 'ablation_effect', 'ablation_table', 'parts_half_width',
-           'part_similarities', 'similarity_gap', 'excess_left', 'excess_left_parts', 'initial_dominates',
-           'initial_dominates_ci', 'removal_asymmetry', 'asymmetry_null', 'most_harmful', 'least_similar_rival',
-           'receptive_field', 'distinct_positions', 'positional_logits', 'rope_rotate', 'toy_attention']
+           'scored_positions', 'vector_similarity', 'ablation_effect', 'ablation_table', 'attention_share',
+           'parts_half_width', 'part_similarities', 'similarity_gap', 'excess_left', 'excess_left_parts',
+           'initial_dominates', 'initial_dominates_ci', 'removal_asymmetry', 'asymmetry_null', 'most_harmful',
+           'least_similar_rival', 'receptive_field', 'reach_bound', 'shifted_samples', 'distinct_positions',
+           'positional_logits', 'rope_rotate', 'toy_attention']
 
 # %% ../nbs/06a_ablate.ipynb #b3415d2f
 WHERES = ("pre_norm", "post_norm")
@@ -157,7 +158,10 @@ def vector_similarity(a: PositionalVectors, b: PositionalVectors,
     "Cosine [L, T] of a's and b's positional vectors per layer and position: p, or m (`centred`)."
     x, y = (a.m, b.m) if centred else (a.p, b.p)
     T = min(x.shape[1], y.shape[1])
-    return torch.nn.functional.cosine_similarity(x[:, :T], y[:, :T], dim=-1)
+    s = torch.nn.functional.cosine_similarity(x[:, :T], y[:, :T], dim=-1)
+    if not (s.abs() <= 1 + 1e-9).all():
+        raise RuntimeError(f"cosine {float(s.abs().max())} outside [-1, 1] (a bug)")
+    return s
 
 # %% ../nbs/06a_ablate.ipynb #24096b2b
 @torch.no_grad()
@@ -194,8 +198,21 @@ def ablation_table(model, sets: dict, ref: InputVectors, pv0: PositionalVectors,
                          ppl_ratio_hi=hi,
                          **{f"simi_L{l + 1}": x for l, x in enumerate(e["simi_layer"])}))
     df = pd.DataFrame(rows)
+    if not (np.isfinite(df.ppl) & (df.ppl >= 1 - 1e-9)).all():
+        raise RuntimeError(f"PPL outside [1, ∞): {df.ppl.tolist()} (a bug)")
     df.insert(5, "ppl_ratio", df["ppl"] / df["ppl"].iloc[0])
+    df.insert(8, "worse_than_uniform", df["ppl"] > model.config.vocab_size)
     return df
+
+# %% ../nbs/06a_ablate.ipynb #a77e5d02
+@torch.no_grad()
+def attention_share(model, samples: torch.Tensor, keys, queries, batch_size: int = 2) -> torch.Tensor:
+    "Per layer [L]: attention mass `queries` put on `keys` (mean over heads, queries and texts)."
+    A = mean_attention(model, samples, batch_size=batch_size, progress=False)      # [L, H, T, T]
+    s = A[:, :, list(queries)][..., list(keys)].sum(-1).mean((1, 2))
+    if not ((s >= -1e-5) & (s <= 1 + 1e-5)).all():                 # float32 weights
+        raise RuntimeError(f"attention shares outside [0, 1]: {s.tolist()} (a bug)")
+    return s
 
 # %% ../nbs/06a_ablate.ipynb #f909d57f
 def parts_half_width(values, level: float = 0.95) -> float:
@@ -316,18 +333,40 @@ def receptive_field(layer: int, window: int) -> int:
     "Theoretical receptive field of window attention after `layer` layers (1-based): l·W positions."
     return layer * window
 
-def distinct_positions(pv: PositionalVectors, tail_start: int, k: float = 1.0,
-                       threshold: float | None = None) -> dict:
-    "Per layer: how many positions before `tail_start` have p distinct from the tail's mean."
+def reach_bound(layer: int, window: int) -> int:
+    "Positions 0..l·(W−1) whose window-attention reach after `layer` layers holds position 0."
+    return layer * (window - 1) + 1
+
+def shifted_samples(x: torch.Tensor, shift: int, bos: bool = True) -> torch.Tensor:
+    "Windows x [n, T] less the `shift` tokens after BOS: position t ≥ bos holds x's token t + shift."
+    if not 0 < shift < x.shape[1] - int(bos):
+        raise ValueError(f"shift must lie in 1..{x.shape[1] - 1 - int(bos)} (T = {x.shape[1]}), "
+                         f"got {shift}")
+    return torch.cat([x[:, :1], x[:, 1 + shift:]], 1) if bos else x[:, shift:]
+
+def distinct_positions(pv: PositionalVectors, shifted: PositionalVectors, tail_start: int,
+                       k: float = 1.0, threshold: float | None = None,
+                       window: int | None = None) -> dict:
+    "Per layer: how many positions t < `tail_start` have p[t] distinct from the same text's far away."
     T = pv.p.shape[1]
-    if not 0 < tail_start < T - 1:
-        raise ValueError(f"tail_start must lie in 1..{T - 2} (T = {T}), got {tail_start}")
+    if not 0 < tail_start <= T // 2:
+        raise ValueError(f"tail_start must lie in 1..{T // 2} (T = {T}), got {tail_start}")
+    if tuple(shifted.p.shape) != (pv.p.shape[0], T - tail_start, pv.p.shape[2]):
+        raise ValueError(f"shifted positional vectors of shape {tuple(shifted.p.shape)}; allowed: "
+                         f"those of shifted_samples(x, {tail_start}), T = {T - tail_start}")
     tail = pv.p[:, tail_start:].mean(1, keepdim=True)                   # [L, 1, d]
-    # [L, T] relative distance from the tail
-    r = (pv.p - tail).norm(dim=-1) / tail.norm(dim=-1)
+    # [L, T]: before the tail, the paired distance from the same text beyond it
+    r = torch.cat([shifted.p[:, :tail_start] - pv.p[:, tail_start:2 * tail_start],
+                   pv.p[:, tail_start:] - tail], 1).norm(dim=-1) / tail.norm(dim=-1)
     thr = (torch.full((r.shape[0],), float(threshold), dtype=r.dtype) if threshold is not None
            else k * r[:, tail_start:].max(1).values)
     count = (r[:, :tail_start] > thr[:, None]).sum(1)
+    if window is not None:
+        bound = torch.tensor([reach_bound(l + 1, window) for l in range(len(count))])
+        if (count > bound).any():
+            raise RuntimeError(f"distinct counts {count.tolist()} exceed the reach bound "
+                               f"{bound.tolist()} of W = {window}: a bug (or a threshold "
+                               f"below float rounding, {thr.tolist()})")
     return dict(count=count, distance=r, threshold=thr)
 
 # %% ../nbs/06a_ablate.ipynb #ab11c081

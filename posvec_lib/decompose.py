@@ -14,7 +14,7 @@ from .trace import run_with_cache, decoder_layers, hooks, as_token_batch, check_
 # %% auto #0
 __all__ = ['StreamingMoments', 'PositionalVectors', 'positional_vectors', 'semantic_vectors', 'cosine_matrix',
            'position_similarity', 'anchor_ratio', 'combine', 'anchor_ratio_split', 'pca', 'positional_pca',
-           'pc1_position_rho', 'pca_panel', 'quarter_vectors', 'formation_measures']
+           'pc1_position_rho', 'spread_evenness', 'pca_panel', 'quarter_vectors', 'formation_measures']
 
 # %% ../nbs/05_decompose.ipynb #7adad5c7
 class StreamingMoments:
@@ -97,7 +97,7 @@ def position_similarity(pv: PositionalVectors, layer: int, centred: bool = True)
 
 def anchor_ratio(pv: PositionalVectors, n_initial: int = 4, bos: bool = True,
                  replicate: PositionalVectors | None = None) -> torch.Tensor:
-    "Per layer: mean distance of the initial positions from the later ones' centroid, over theirs."
+    "Per layer: RMS distance of the initial positions from the later ones' centroid, over theirs."
     T = pv.p.shape[1]
     if (isinstance(n_initial, bool) or not isinstance(n_initial, int)
             or not 1 + bos <= n_initial <= T - 2):
@@ -106,14 +106,23 @@ def anchor_ratio(pv: PositionalVectors, n_initial: int = 4, bos: bool = True,
                          f"at least two later ones of T={T})")
     # [L, T, d] deviation from the later centroid
     def dev(x): return x.p - x.p[:, n_initial:].mean(1, keepdim=True)
-    if replicate is None: dist = dev(pv).norm(dim=-1)                   # [L, T]
+    if replicate is None:
+        d2 = dev(pv).pow(2).sum(-1)                                      # [L, T]
+        floor = torch.zeros(d2.shape[0], dtype=d2.dtype)
     else:
         if replicate.p.shape != pv.p.shape:
             raise ValueError(f"replicate positional vectors of shape {tuple(replicate.p.shape)} "
                              f"do not match {tuple(pv.p.shape)}")
-        # [L, T] cross-fitted distance
-        dist = (dev(pv) * dev(replicate)).sum(-1).clamp(min=0).sqrt()
-    return dist[:, int(bos):n_initial].mean(-1) / dist[:, n_initial:].mean(-1)
+        d2 = (dev(pv) * dev(replicate)).sum(-1)                         # [L, T] cross-fitted
+        # the later mean's own noise: each position's noise variance over √(later positions)
+        nz = ((dev(pv) - dev(replicate)) / 2).pow(2).sum(-1)[:, n_initial:]
+        floor = nz.mean(-1) / (T - n_initial) ** 0.5
+    later = torch.maximum(d2[:, n_initial:].mean(-1), floor)
+    r = (d2[:, int(bos):n_initial].mean(-1).clamp(min=0) / later).sqrt()
+    if not torch.isfinite(r).all():
+        raise RuntimeError(f"anchor ratio {r.tolist()} is not finite: the later positions' "
+                           "positional vectors are identical (a bug upstream)")
+    return r
 
 # %% ../nbs/05_decompose.ipynb #1f9f6c20
 def combine(a: PositionalVectors, b: PositionalVectors) -> PositionalVectors:
@@ -164,6 +173,20 @@ def pc1_position_rho(pv: PositionalVectors, layer: int, skip: int = 0) -> float:
     Z, _ = positional_pca(pv, layer, k=1, skip=skip)              # [T - skip, 1]
     return rank_correlation(Z[:, 0], np.arange(skip, pv.p.shape[1]))
 
+# %% ../nbs/05_decompose.ipynb #7d3e5a11
+def spread_evenness(a: PositionalVectors, b: PositionalVectors, layer: int, skip: int = 0) -> float:
+    "2·RMS spread of the later half of positions ≥ `skip` over that of all, cross-fitted over a, b."
+    A, B = (x.p[layer, skip:].double() for x in (a, b))
+    if A.shape != B.shape or len(A) < 4:
+        raise ValueError(f"two sample sets' positional vectors of one shape with ≥ 4 positions from "
+                         f"skip={skip} are needed, got {tuple(A.shape)} and {tuple(B.shape)}")
+    def var(x, y): return float(((x - x.mean(0)) * (y - y.mean(0))).sum(-1).mean())
+    h = len(A) // 2
+    noise = var((A - B) / 2, (A - B) / 2) / len(A) ** 0.5           # the floor: var's own noise
+    e = 2 * (max(var(A[h:], B[h:]), 0.0) / max(var(A, B), noise, 1e-300)) ** 0.5
+    if not np.isfinite(e): raise RuntimeError(f"spread evenness {e} is not finite (a bug)")
+    return e
+
 # %% ../nbs/05_decompose.ipynb #4632ec44
 def pca_panel(ax, pv: PositionalVectors, layer: int, title: str, skip: int = 1, n_initial: int = 5,
               annotate: bool = True):
@@ -191,12 +214,17 @@ def quarter_vectors(model, samples: torch.Tensor, batch_size: int = 32) -> list:
             for x in samples.tensor_split(4)]
 
 def formation_measures(quarters: list, n_initial: int = 5) -> dict:
-    "Per layer [L]: cross-fitted anchor ratio and |ρ(PC1, t)| of t ≥ `n_initial`, each with noise."
+    "Per layer [L]: anchor ratio, |ρ(PC1, t)| and spread evenness of t ≥ `n_initial`, with noise."
     ar, ar_noise = anchor_ratio_split(quarters, n_initial)
     halves = [combine(*quarters[:2]), combine(*quarters[2:])]
     full, L = combine(*halves), quarters[0].p.shape[0]
     # [3, L]
     rho = np.array([[abs(pc1_position_rho(x, l, n_initial)) for l in range(L)]
                     for x in (full, *halves)])
+    # [3, L]: the halves, then q1 with q3 and q2 with q4
+    q1, q2, q3, q4 = quarters
+    ev = np.array([[spread_evenness(a, b, l, n_initial) for l in range(L)]
+                   for a, b in (halves, (q1, q3), (q2, q4))])
     return dict(anchor_ratio=ar.numpy(), anchor_ratio_noise=ar_noise.numpy(), rho=rho[0],
-                rho_noise=np.abs(rho[1] - rho[2]) / 2)
+                rho_noise=np.abs(rho[1] - rho[2]) / 2, spread=ev[0],
+                spread_noise=np.abs(ev[1] - ev[2]) / 2)

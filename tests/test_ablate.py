@@ -12,7 +12,7 @@ from posvec_lib.trace import run_with_cache
 from posvec_lib.decompose import positional_vectors, PositionalVectors, pca
 from posvec_lib.attention import mean_attention, uniform_attention, sink_excess, decay_ratio
 from posvec_lib.evaluate import token_nll
-from posvec_lib.ablate import (REMOVALS, InputVectors, attention_input_vectors, ablate, ablation_effect, ablation_table, position_sets, vector_similarity, distinct_positions, receptive_field, positional_logits, toy_attention, rope_rotate)
+from posvec_lib.ablate import (REMOVALS, InputVectors, attention_input_vectors, ablate, ablation_effect, ablation_table, position_sets, vector_similarity, distinct_positions, receptive_field, reach_bound, shifted_samples, positional_logits, toy_attention, rope_rotate)
 
 V, T, N = 101, 16, 12
 
@@ -241,13 +241,17 @@ def test_distinct_positions_in_a_window_model():
     m = tiny("nope", window=W, layers=L)
     g = torch.Generator().manual_seed(2)
     x = torch.randint(3, V, (64, Tw), generator=g); x[:, 0] = 0
+    ts = L * W + 4
     pv = positional_vectors(m, x, progress=False)
-    d = distinct_positions(pv, tail_start=L * W + 4, k=1.5)
-    tail = pv.p[:, L * W + 4:].mean(1)
-    r = torch.stack([torch.stack([(pv.p[l, t] - tail[l]).norm() / tail[l].norm() for t in range(Tw)]) for l in range(L)])
+    sh = positional_vectors(m, shifted_samples(x, ts), progress=False)
+    d = distinct_positions(pv, sh, tail_start=ts, k=1.5, window=W)
+    tail = pv.p[:, ts:].mean(1)
+    r = torch.stack([torch.stack([((sh.p[l, t] - pv.p[l, t + ts]) if t < ts else (pv.p[l, t] - tail[l])).norm()
+                                  / tail[l].norm() for t in range(Tw)]) for l in range(L)])
     torch.testing.assert_close(d["distance"], r)
     for l in range(L):
-        assert 1 <= d["count"][l] <= (l + 1) * (W - 1) + 1, (l, d["count"])   # layer l+1 sees BOS from t ≤ (l+1)(W−1)
+        assert 1 <= d["count"][l] <= reach_bound(l + 1, W), (l, d["count"])   # layer l+1 sees BOS from t ≤ (l+1)(W−1)
+        assert d["distance"][l, reach_bound(l + 1, W):ts].max() < 1e-5          # beyond it: the same text, the same state
     assert receptive_field(2, 512) == 1024
 
 
