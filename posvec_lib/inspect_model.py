@@ -24,9 +24,9 @@ from .pretrained import (load_pretrained, load_config, model_docs, text_docs, us
                                    PRETRAINED)
 
 # %% auto #0
-__all__ = ['BASELINE_COLUMNS', 'INSPECT_MEASURES', 'sink_table', 'decay_x_uniform', 'measure', 'untrained_baseline',
-           'beside_baseline', 'InspectResult', 'inspect_model', 'add_inspect_parser', 'check_inspect_args',
-           'run_inspect']
+__all__ = ['BASELINE_COLUMNS', 'NOISE_MIN', 'INSPECT_MEASURES', 'sink_table', 'decay_x_uniform', 'measure', 'untrained_baseline',
+           'beside_baseline', 'InspectResult', 'noise_basis', 'inspect_model', 'add_inspect_parser',
+           'check_inspect_args', 'run_inspect']
 
 # %% ../nbs/13_inspect.ipynb #84b35f77
 def sink_table(attn: torch.Tensor, skip: int = 4, layers=None, masks: torch.Tensor | None = None):
@@ -231,6 +231,7 @@ def _report(r: InspectResult, files: dict) -> str:
           f"{_pm(a['value'], a['noise'])}; untrained: {null('anchor_ratio')}.",
           f"* Decay × uniform (mean over heads and layers): {_pm(s['decay_x_uniform'])}; "
           f"untrained: {null('decay_x_uniform')}."]
+    if s.get("noise_warning"): md.append(f"* Noise (±): {s['noise_warning']}.")
     if r.ablation is None:
         md.append(f"* Positional-basis ablation not measured: {s['ablation_refused']}.")
     else:
@@ -246,6 +247,17 @@ def _report(r: InspectResult, files: dict) -> str:
     return "\n".join(md + [f"![{k}]({f})\n" for k, f in files.items() if f.endswith(".png")])
 
 # %% ../nbs/13_inspect.ipynb #64f2f9d3
+NOISE_MIN = dict(samples=8, attention_samples=4)     # ≥ 2 windows per quarter / per half
+
+def noise_basis(n: int, n_attention: int) -> str | None:
+    "None when every ± rests on ≥ 2 windows per part, else a label saying it does not."
+    na = min(n_attention, n)
+    if n >= NOISE_MIN["samples"] and na >= NOISE_MIN["attention_samples"]: return None
+    return (f"not a noise estimate: the ± rest on {n // 4 if n >= 4 else n // 2} window(s) per "
+            f"part of {n} (anchor ratio) and {max(na // 2, 1)} per half of {na} (sinks, decay); "
+            f"give --samples ≥ {NOISE_MIN['samples']} and --attention-samples ≥ "
+            f"{NOISE_MIN['attention_samples']}")
+
 def _mean_sd(x) -> tuple:
     x = np.asarray(x, dtype=float)
     return float(x.mean()), float(x.std(ddof=1)) if len(x) > 1 else float("nan")
@@ -322,7 +334,9 @@ def inspect_model(model, tokenizer, samples: torch.Tensor, out=None, layers=None
         abl = abl[["removal", "positions", "ppl", "ppl_ratio", "ppl_ratio_lo", "ppl_ratio_hi",
                    "simi", "simi_centred"]]
     summary = _summary(model, r, per_layer, base, abl, refused, sets, baseline_seeds, name)
-    summary.update(meta or {}, wall_s=round(time.time() - t0, 1))
+    summary.update(meta or {}, wall_s=round(time.time() - t0, 1),
+                   noise_warning=noise_basis(N, n_attention))
+    if summary["noise_warning"]: say(f"posvec inspect: note: {summary['noise_warning']}")
     by_dist = attention_by_distance(r["attention"]).mean(1)[:, 1:].numpy()     # [L, T-1]
     by_dist = pd.DataFrame(by_dist, index=np.arange(1, nl + 1)).loc[[l + 1 for l in show]]
     import matplotlib
@@ -348,12 +362,15 @@ def add_inspect_parser(sub):
     g.add_argument("--corpus", default="stdlib",
                    help="a corpus posvec knows: stdlib, stdlib-tests, a local path, a hub dataset")
     p.add_argument("--length", type=int, default=256, help="tokens per window (default 256)")
-    p.add_argument("--samples", type=int, default=32, help="number of windows (default 32)")
+    p.add_argument("--samples", type=int, default=32,
+                   help=f"number of windows (default 32, ≥ 2); the ± need ≥ "
+                        f"{NOISE_MIN['samples']} (2 per quarter), the report labels them below")
     p.add_argument("--layers", default=None,
                    help="0-based layers for the PCA panels, comma-separated (default: first, "
                         "middle, last)")
     p.add_argument("--attention-samples", type=int, default=8,
-                   help="windows for the attention maps (default 8)")
+                   help=f"windows for the attention maps (default 8); their ± need ≥ "
+                        f"{NOISE_MIN['attention_samples']} (2 per half)")
     p.add_argument("--dtype", default="float32", help="float32 | bfloat16 | float16")
     p.add_argument("--device", default="auto", help="cpu | cuda | cuda:N | mps | auto (default)")
     p.add_argument("--batch-size", type=int, default=4, help="windows per forward pass (default 4)")
@@ -398,7 +415,8 @@ def check_inspect_args(a) -> dict:
     need(a.baseline_seeds >= 0, f"--baseline-seeds {a.baseline_seeds}; allowed: 0 (none) or more")
     need(a.dtype in ("float32", "bfloat16", "float16"),
          f"--dtype {a.dtype!r}; allowed: float32, bfloat16, float16")
-    need(a.threads >= 0, f"--threads {a.threads}; allowed: 0 (default) or a positive integer")
+    need(0 <= a.threads <= 256, f"--threads {a.threads}; allowed: 0 (torch's default) to 256")
+    need(a.seed >= 0, f"--seed {a.seed}; allowed: an integer ≥ 0")
     # named now, not after the work; nothing is created
     if a.out is not None: _can_create(Path(a.out))
     if a.text is not None and Path(a.text).is_dir():
