@@ -4,7 +4,7 @@
 
 # %% ../nbs/11c_budget.ipynb #57326971
 from __future__ import annotations
-from .config import Profile
+from .config import Profile, short
 from .device import GIB, memory_problem
 
 LOCAL_CORPORA = ("stdlib", "stdlib-tests")        # built by `data.load_corpus` from this Python
@@ -122,13 +122,17 @@ def data_problems(P: Profile) -> list[str]:
     for knob, source, split, T, knobs in (("corpus", P.corpus, "train", P.C, "C"),
                                           ("eval_corpus", P.eval_corpus, "test", Lt,
                                            "C, max_factor, pose_targets, extreme_target")):
-        n = longest_document(source, split, P.corpus_max_files)
+        try: n = longest_document(source, split, P.corpus_max_files)
+        except (ValueError, OSError) as e:
+            out.append(f"{knob}={short(source)}: {e}")
+            continue
         if n is not None and n < T:
             out.append(f"{knob}={source!r}: its longest {split} document has {n} characters, "
                        f"fewer than the {T} tokens asked for ({knobs}); lower them or give a "
                        "corpus with longer documents")
     for knob, source in (("eval_corpus", P.eval_corpus), ("second_corpus", P.second_corpus)):
-        n = document_count(source, "test", P.corpus_max_files)
+        try: n = document_count(source, "test", P.corpus_max_files)
+        except (ValueError, OSError): continue                       # named above
         if n is not None and P.eval_docs > n:
             out.append(f"eval_docs={P.eval_docs} asks for more documents than the test split of "
                        f"{knob}={source!r} holds ({n} at corpus_max_files={P.corpus_max_files}); "

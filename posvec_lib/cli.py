@@ -97,6 +97,9 @@ def _run(a) -> int:
         s = reproduce(P, a.only, a.force, P.overrides(), allow_no_gpu=a.allow_no_gpu,
                       wait=a.wait, trust_committed=a.trust_committed, dry_run=a.dry_run,
                       report=write_reports, yes=a.yes)
+        if s.get("refused") and a.dry_run:
+            print(f"posvec: error: the batch would be refused: {'; '.join(s['refused'])}",
+                  file=sys.stderr)
         return 2 if s.get("refused") else 1 if s["failed"] else 0
     if a.cmd == "list":
         L = list_artifacts(P)

@@ -299,6 +299,7 @@ def check_knob(name: str, value):
         if isinstance(value, str) or not isinstance(value, (tuple, list)):
             raise bad("a list is expected, not a single value")
         v = tuple(typed(x, k.elem) for x in value)
+        if any(isinstance(x, str) and not x.strip() for x in v): raise bad("an empty name in it")
     else: v = typed(value, k.kind)
     if k.ok is not None and not k.ok(v): raise bad()
     return v
@@ -560,8 +561,10 @@ def require_clone(what: str = "this command") -> Path:
     "The clone's root, or a FileNotFoundError saying that `what` works only inside a clone."
     root = _clone_root()
     home = os.environ.get("POSVEC_HOME")
-    if home and not root.is_dir():
-        raise FileNotFoundError(f"POSVEC_HOME={home!r} is not a folder, so not a clone of the "
+    try: folder = root.is_dir()
+    except OSError: folder = False                   # a name too long for the file system
+    if home and not folder:
+        raise FileNotFoundError(f"POSVEC_HOME={short(home)} is not a folder, so not a clone of the "
                                 "posvec repository; set it to one, or unset it inside a clone")
     if root is None:
         raise FileNotFoundError(f"{what} works inside a clone of the posvec repository, and none "

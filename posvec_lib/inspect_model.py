@@ -12,6 +12,7 @@ import pandas as pd
 import torch
 from .storage import atomic_write, write_json, disk_errors
 from .device import memory_problem
+from .config import short
 from .record import _to_markdown
 from .trace import (decoder_layers, attention_masks, layer_windows, check_measures,
                               _refusal, position_kind, as_token_batch)
@@ -399,7 +400,9 @@ def _device(name: str) -> torch.device:
 def _can_create(out: Path):
     "Refuse an output folder that cannot be made (a file on its path, or an unwritable parent)."
     p = out
-    while not p.exists() and p != p.parent: p = p.parent
+    try:
+        while not p.exists() and p != p.parent: p = p.parent
+    except OSError as e: raise ValueError(f"--out {short(str(out))}: {e.strerror}") from None
     if not p.is_dir(): raise ValueError(f"--out {str(out)!r}: {p} is a file where a folder belongs")
     if not os.access(p, os.W_OK):
         raise ValueError(f"--out {str(out)!r}: no permission to write in {p}")
@@ -423,6 +426,13 @@ def check_inspect_args(a) -> dict:
         raise ValueError(f"--text {a.text!r} is a folder; give a text file")
     if a.text is not None and not Path(a.text).is_file():
         raise FileNotFoundError(f"--text {a.text!r} does not exist")
+    if a.text is not None and Path(a.text).stat().st_size == 0:
+        raise ValueError(f"--text {a.text!r} is empty; allowed: a text file with documents")
+    need(bool(str(a.model).strip()), "model '' is empty; allowed: a registry name, a hub name, a "
+         "folder or a .gguf file")
+    if a.text is None and a.corpus.startswith((".", "/", "~")) and not Path(
+            a.corpus).expanduser().exists():
+        raise ValueError(f"--corpus {short(a.corpus)}: no such file or folder")
     p = memory_problem(8 * a.samples * a.length,
                        f"--samples {a.samples} × --length {a.length} (token ids alone)",
                        "--samples or --length", share=0.5)
@@ -455,7 +465,10 @@ def _run_inspect(a):
     if a.threads: torch.set_num_threads(a.threads)
     model, tok = load_pretrained(a.model, dtype=a.dtype, device=chk["device"])
     docs = text_docs(tok, a.text) if a.text else model_docs(tok, a.corpus)
-    X = fixed_length_samples(docs, a.length, a.samples, seed=a.seed, bos=uses_bos(tok))
+    try: X = fixed_length_samples(docs, a.length, a.samples, seed=a.seed, bos=uses_bos(tok))
+    except ValueError as e:
+        src = f"--text {a.text!r}" if a.text else f"--corpus {a.corpus!r}"
+        raise ValueError(f"{src} at --length {a.length}, --samples {a.samples}: {e}") from None
     src = getattr(model, "posvec_source", {})
     name = src.get("name", str(a.model))
     out = Path(a.out) if a.out else Path("posvec-inspect") / Path(name).name.replace(".gguf", "")

@@ -332,6 +332,10 @@ def batch_lock(P: Profile, wait: bool = False):
     finally: f.close()
 
 # %% ../nbs/11_reproduce.ipynb #c856759d
+def _expected_finetunes(P: Profile) -> list | int:
+    "The fine-tunes the named profile's records request; one PoSE run where none is recorded."
+    return list(_finetune_runs(PROFILES.get(P.name, P))) or 1
+
 def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False,
               overrides: dict | None = None, report=None, allow_no_gpu: bool = False,
               wait: bool = False, trust_committed: bool = False, dry_run: bool = False,
@@ -342,7 +346,7 @@ def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False,
     if dry_run:
         rows, (problems, warnings) = (plan(P, arts, force, trust_committed),
                                       feasibility(P, list(_finetune_runs(P))))
-        extra, knob = extra_cost(P, list(_finetune_runs(PROFILES.get(P.name, P))))
+        extra, knob = extra_cost(P, _expected_finetunes(P))
         if extra > 3600:
             warnings.append(f"the --set knobs add ~{extra / 3600:,.1f} h to the profile's "
                             f"estimate, most of it {knob}; a run asks first (--yes goes on)")
@@ -359,7 +363,7 @@ def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False,
                          + "; ".join(problems))
     for w in warnings: print(f"posvec: note: {w}", file=sys.stderr)
     # hours the --set knobs add: asked before any work (--yes)
-    confirm_cost(P, yes, list(_finetune_runs(PROFILES.get(P.name, P))))
+    confirm_cost(P, yes, _expected_finetunes(P))
     check_runnable(P)
     with batch_lock(P, wait):
         return _run_batch(P, arts, force, overrides, report, trust_committed)
