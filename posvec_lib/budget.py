@@ -104,8 +104,11 @@ def longest_document(source: str, split: str, max_files: int = 0) -> int | None:
     "Characters in the longest document of a local corpus split; None for a hub corpus."
     from pathlib import Path
     if source not in LOCAL_CORPORA and not Path(source).expanduser().exists(): return None
+    import warnings
     from posvec_lib.data import load_corpus
-    texts = load_corpus(source, max_files)[split]["text"]
+    with warnings.catch_warnings():               # a probe: the run itself warns of a small corpus
+        warnings.simplefilter("ignore")
+        texts = load_corpus(source, max_files)[split]["text"]
     return max((len(t) for t in texts), default=0)
 
 def document_count(source: str, split: str, max_files: int = 0) -> int | None:
