@@ -115,8 +115,11 @@ def document_count(source: str, split: str, max_files: int = 0) -> int | None:
     "Documents in a local corpus split; None for a hub corpus."
     from pathlib import Path
     if source not in LOCAL_CORPORA and not Path(source).expanduser().exists(): return None
+    import warnings
     from posvec_lib.data import load_corpus
-    return len(load_corpus(source, max_files)[split]["text"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return len(load_corpus(source, max_files)[split]["text"])
 
 # %% ../nbs/11c_budget.ipynb #8977888a
 def data_problems(P: Profile) -> list[str]:
