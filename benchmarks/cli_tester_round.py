@@ -434,10 +434,10 @@ CASES = [
 
 # why a case that is unclear or silent stays so (filled from the last round)
 STAYS = {
-    "path-evalcorpus-tiny": "the error line names eval_corpus and both reasons; above it the datasets "
-                            "library draws its 'Generating train split' progress bar the first time "
-                            "it reads a local corpus (the check reads it to count documents); the "
-                            "Python warning about a small corpus that also stood there is silenced",
+    "path-evalcorpus-tiny": "the error line names eval_corpus and both reasons; above it the "
+                            "datasets library draws its 'Generating train split' progress bar the "
+                            "first time it reads a local corpus (the check counts its documents); "
+                            "the Python warning about a small corpus that stood there is silenced",
     "insp-text-short": "whether a text yields windows of --length tokens is known only once the "
                        "model's tokenizer has read it, so the refusal (naming --text, --length and "
                        "--samples) comes after the model's loading lines; nothing is measured or "
