@@ -4,7 +4,7 @@
 
 # %% ../nbs/11c_budget.ipynb #57326971
 from __future__ import annotations
-from .config import Profile
+from .config import Profile, short
 from .device import GIB, memory_problem
 
 LOCAL_CORPORA = ("stdlib", "stdlib-tests")        # built by `data.load_corpus` from this Python
@@ -12,7 +12,8 @@ LOCAL_CORPORA = ("stdlib", "stdlib-tests")        # built by `data.load_corpus` 
 # %% auto #0
 __all__ = ['LOCAL_CORPORA', 'CPU_MEASURED', 'GPU_FLOPS', 'MC_SECONDS', 'llama_parameters', 'profile_parameters', 'train_bytes',
            'forward_bytes', 'longest_length', 'memory_rows', 'training_flops_per_token', 'flop_rate', 'zoo_tokens',
-           'finetune_tokens', 'training_seconds', 'longest_document', 'data_problems', 'feasibility']
+           'finetune_tokens', 'training_seconds', 'longest_document', 'document_count', 'data_problems', 'mc_seconds',
+           'feasibility', 'extra_cost', 'confirm_cost']
 
 # %% ../nbs/11c_budget.ipynb #66f4a275
 def llama_parameters(d: int, layers: int, heads: int, kv_heads: int, d_ff: int, vocab: int,
@@ -103,22 +104,45 @@ def longest_document(source: str, split: str, max_files: int = 0) -> int | None:
     "Characters in the longest document of a local corpus split; None for a hub corpus."
     from pathlib import Path
     if source not in LOCAL_CORPORA and not Path(source).expanduser().exists(): return None
+    import warnings
     from posvec_lib.data import load_corpus
-    texts = load_corpus(source, max_files)[split]["text"]
+    with warnings.catch_warnings():               # a probe: the run itself warns of a small corpus
+        warnings.simplefilter("ignore")
+        texts = load_corpus(source, max_files)[split]["text"]
     return max((len(t) for t in texts), default=0)
+
+def document_count(source: str, split: str, max_files: int = 0) -> int | None:
+    "Documents in a local corpus split; None for a hub corpus."
+    from pathlib import Path
+    if source not in LOCAL_CORPORA and not Path(source).expanduser().exists(): return None
+    import warnings
+    from posvec_lib.data import load_corpus
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return len(load_corpus(source, max_files)[split]["text"])
 
 # %% ../nbs/11c_budget.ipynb #8977888a
 def data_problems(P: Profile) -> list[str]:
-    "Lengths the profile asks of its corpora that no document reaches."
+    "Lengths the profile asks of its corpora that no document reaches; more documents than exist."
     out, Lt = [], longest_length(P)
     for knob, source, split, T, knobs in (("corpus", P.corpus, "train", P.C, "C"),
                                           ("eval_corpus", P.eval_corpus, "test", Lt,
                                            "C, max_factor, pose_targets, extreme_target")):
-        n = longest_document(source, split, P.corpus_max_files)
+        try: n = longest_document(source, split, P.corpus_max_files)
+        except (ValueError, OSError) as e:
+            out.append(f"{knob}={short(source)}: {e}")
+            continue
         if n is not None and n < T:
             out.append(f"{knob}={source!r}: its longest {split} document has {n} characters, "
                        f"fewer than the {T} tokens asked for ({knobs}); lower them or give a "
                        "corpus with longer documents")
+    for knob, source in (("eval_corpus", P.eval_corpus), ("second_corpus", P.second_corpus)):
+        try: n = document_count(source, "test", P.corpus_max_files)
+        except (ValueError, OSError): continue                       # named above
+        if n is not None and P.eval_docs > n:
+            out.append(f"eval_docs={P.eval_docs} asks for more documents than the test split of "
+                       f"{knob}={source!r} holds ({n} at corpus_max_files={P.corpus_max_files}); "
+                       f"allowed: ≤ {n}")
     return out
 
 # %% ../nbs/11c_budget.ipynb #2bc5aab8
@@ -159,6 +183,10 @@ def _base_problem(P: Profile) -> str | None:
     return None
 
 # %% ../nbs/11c_budget.ipynb #1d1e2573
+def mc_seconds(P: Profile) -> float:
+    "Estimated seconds of one coverage Monte Carlo at the profile's longest length."
+    return P.mc_iterations * longest_length(P) * MC_SECONDS
+
 def feasibility(P: Profile, finetunes: int | list = 0,
                 hours_warn: float = 2.0) -> tuple[list, list]:
     "(problems that refuse the profile, warnings) for a run of `P` on this machine."
@@ -166,7 +194,7 @@ def feasibility(P: Profile, finetunes: int | list = 0,
     if P.device == "cpu":
         problems += [p for r in memory_rows(P)
                      if (p := memory_problem(r["bytes"], r["what"], ", ".join(r["knobs"])))]
-    mc = P.mc_iterations * longest_length(P) * MC_SECONDS / 3600
+    mc = mc_seconds(P) / 3600
     h = training_seconds(P, finetunes) / 3600
     n = finetunes if isinstance(finetunes, int) else len(finetunes)
     warnings = [f"training alone is estimated at ~{h:,.1f} h on this device (zoo + {n} "
@@ -175,3 +203,32 @@ def feasibility(P: Profile, finetunes: int | list = 0,
         warnings.append(f"one coverage Monte Carlo of mc_iterations={P.mc_iterations} "
                         f"at {longest_length(P)} positions is estimated at ~{mc:,.1f} h")
     return problems, warnings
+
+# %% ../nbs/11c_budget.ipynb #90f482de
+def extra_cost(P: Profile, finetunes: list | int = 0) -> tuple[float, str | None]:
+    "Estimated seconds the knobs of `P` add to its named profile's, and the knob adding most alone."
+    from dataclasses import replace
+    from posvec_lib.config import PROFILES
+    base = PROFILES.get(P.name)
+    if base is None: return 0.0, None
+    est = lambda Q: training_seconds(Q, finetunes) + mc_seconds(Q)
+    b, alone = est(base), {}
+    for k, v in P.overrides().items():
+        try: alone[k] = est(replace(base, **{k: v})) - b
+        except ValueError: continue              # only valid beside the other knobs
+    return est(P) - b, max(alone, key=alone.get) if alone else None
+
+def confirm_cost(P: Profile, yes: bool = False, finetunes: list | int = 0, hours: float = 1.0,
+                 ask=input):
+    "Ask before work the knobs add > `hours` to; go on with `yes`; refuse with no terminal."
+    import sys
+    extra, knob = extra_cost(P, finetunes)
+    if extra <= hours * 3600 or yes: return
+    what = (f"the --set knobs add ~{extra / 3600:,.1f} h to the estimate of profile "
+            f"{P.name} (training + coverage Monte Carlo), most of it "
+            f"{knob}={getattr(P, knob, '?')!r}")
+    if not sys.stdin.isatty():
+        raise ValueError(f"{what}; not started: pass --yes to run it anyway, or lower {knob}")
+    try: go = ask(f"{what}. Go on? [y/N] ").strip().lower() in ("y", "yes")
+    except EOFError: go = False
+    if not go: raise ValueError(f"not started: {what}; pass --yes to run it anyway")

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import argparse, json, sys
 from .config import (get_profile, require_clone, in_notebook,
-    add_profile_arguments, profile_from_args)
+    add_profile_arguments, profile_from_args, run_command, Once)
 from .storage import DiskError
 from .reproduce import (
     PAPER_ITEMS, BatchLocked, reproduce, list_artifacts, agreement_with)
@@ -38,12 +38,15 @@ def main(argv: list[str] | None = None) -> int:
                                  description="Reproduce the positional-vector and PoSE papers.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("reproduce", help="run experiment notebooks with papermill")
-    r.add_argument("--only", default=None, help="comma-separated artifact names")
+    r.add_argument("--only", default=None, action=Once, help="comma-separated artifact names")
     r.add_argument("--force", action="store_true", help="rerun artifacts that are up to date")
     r.add_argument("--wait", action="store_true",
                    help="if another batch of this profile runs in this clone, wait for it")
     r.add_argument("--dry-run", action="store_true",
                    help="print what would run and why, with an estimated time; run nothing")
+    r.add_argument("--yes", action="store_true",
+                   help="go on without asking when the --set knobs add over an hour to the "
+                        "profile's estimate (without a terminal such a run is refused otherwise)")
     r.add_argument("--trust-committed", action="store_true",
                    help="skip current results this machine did not compute "
                         "(a fresh clone's committed figures) instead of recomputing them")
@@ -58,8 +61,9 @@ def main(argv: list[str] | None = None) -> int:
                          "with its knobs scaled down (~1 min on a CPU)")
     cp = sub.add_parser("compare", help="how the results in figures/<profile>/ agree with those "
                                         "of a commit (identical / within noise / different)")
-    cp.add_argument("--against", default="HEAD", help="a commit, branch or tag (default HEAD)")
-    cp.add_argument("--only", default=None)
+    cp.add_argument("--against", default="HEAD", action=Once,
+                    help="a commit, branch or tag (default HEAD)")
+    cp.add_argument("--only", default=None, action=Once, help="comma-separated artifact names")
     for p in (r, l, rp, pl, cp):
         add_profile_arguments(p)
         p.add_argument("--allow-no-gpu", action="store_true",
@@ -71,46 +75,51 @@ def main(argv: list[str] | None = None) -> int:
     else:
         sub.add_parser("inspect", help="paper A's measures on any causal LM (`posvec inspect -h`)")
     a = ap.parse_args(argv)
-    try:
-        if a.cmd == "inspect":   # any model, any folder: no clone or profile
-            from posvec_lib.inspect_model import run_inspect
-            print(run_inspect(a))
-            return 0
-        P = profile_from_args(a)
-        require_clone(f"posvec {a.cmd}")
-        # the results --allow-no-gpu wrote (device=cpu)
-        if a.cmd != "reproduce" and a.allow_no_gpu and P.device == "cuda":
-            import torch
-            if not torch.cuda.is_available(): P = get_profile(P, device="cpu")
-        if a.cmd == "reproduce":
-            s = reproduce(P, a.only, a.force, P.overrides(), allow_no_gpu=a.allow_no_gpu,
-                          wait=a.wait, trust_committed=a.trust_committed, dry_run=a.dry_run,
-                          report=write_reports)
-            return 2 if s.get("refused") else 1 if s["failed"] else 0
-        if a.cmd == "list":
-            L = list_artifacts(P)
-            if a.json: print(json.dumps(L, indent=1))
-            else: _print_listing(L)
-            return 0
-        if a.cmd == "report":
-            print(write_reports(P))
-            return 0
-        if a.cmd == "compare":
-            A = agreement_with(P, a.against, a.only)
-            print("\n".join(agreement_lines(A)) if A
-                  else f"no artifact has results both here and at {a.against}")
-            return 0 if all(v["agreement"] != "different" for v in A.values()) else 1
-        if a.cmd == "plan":
-            from posvec_lib.plan import profile_plan, print_profile_plan
-            D = profile_plan(P, code_path=a.code_path)
-            if a.json: print(json.dumps(D, indent=1, default=str))
-            else: print_profile_plan(D)
-            return 0
-    except (ValueError, FileNotFoundError, ConnectionError, ModuleNotFoundError, BatchLocked,
-            DiskError) as e:
-        print(f"posvec: error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    # one line and exit 2 for a user's mistake (config.run_command), a held lock included
+    return run_command("posvec", lambda: _run(a), (BatchLocked,))
+
+def _run(a) -> int:
+    "The parsed `posvec` command line, run."
+    if a.cmd == "inspect":   # any model, any folder: no clone or profile
+        from posvec_lib.inspect_model import run_inspect
+        print(run_inspect(a))
+        return 0
+    P = profile_from_args(a)
+    require_clone(f"posvec {a.cmd}")
+    # the results --allow-no-gpu wrote (device=cpu)
+    if a.cmd != "reproduce" and a.allow_no_gpu and P.device == "cuda":
+        import torch
+        if not torch.cuda.is_available(): P = get_profile(P, device="cpu")
+    if a.cmd == "reproduce":
+        if a.force and a.trust_committed:
+            raise ValueError("--force reruns every selected artifact and --trust-committed skips "
+                             "committed ones; allowed: one of the two")
+        s = reproduce(P, a.only, a.force, P.overrides(), allow_no_gpu=a.allow_no_gpu,
+                      wait=a.wait, trust_committed=a.trust_committed, dry_run=a.dry_run,
+                      report=write_reports, yes=a.yes)
+        if s.get("refused") and a.dry_run:
+            print(f"posvec: error: the batch would be refused: {'; '.join(s['refused'])}",
+                  file=sys.stderr)
+        return 2 if s.get("refused") else 1 if s["failed"] else 0
+    if a.cmd == "list":
+        L = list_artifacts(P)
+        if a.json: print(json.dumps(L, indent=1))
+        else: _print_listing(L)
+        return 0
+    if a.cmd == "report":
+        print(write_reports(P))
+        return 0
+    if a.cmd == "compare":
+        A = agreement_with(P, a.against, a.only)
+        print("\n".join(agreement_lines(A)) if A
+              else f"no artifact has results both here and at {a.against}")
+        return 0 if all(v["agreement"] != "different" for v in A.values()) else 1
+    if a.cmd == "plan":
+        from posvec_lib.plan import profile_plan, print_profile_plan
+        D = profile_plan(P, code_path=a.code_path)
+        if a.json: print(json.dumps(D, indent=1, default=str))
+        else: print_profile_plan(D)
+        return 0
 
 # python -m posvec_lib.cli …
 if __name__ == "__main__" and not in_notebook(): sys.exit(main())

@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_config.ipynb #e866e8ac
 from __future__ import annotations
-import dataclasses, hashlib, json, os, re
+import argparse, dataclasses, difflib, hashlib, json, os, re, sys
 from dataclasses import dataclass, asdict, replace
 from pathlib import Path
 from typing import Any
@@ -12,9 +12,10 @@ import numpy as np
 from .storage import disk_errors
 
 # %% auto #0
-__all__ = ['ZOO_VARIANTS', 'FT_INTERPOLATIONS', 'KNOBS', 'PROFILES', 'OFFLINE_VARIABLES', 'SAMPLE_SEEDS', 'Profile', 'Knob',
-           'check_knob', 'parse_knob', 'get_profile', 'parse_sets', 'add_profile_arguments', 'profile_from_args',
-           'is_offline', 'in_notebook', 'sample_seed', 'project_root', 'require_clone', 'cache_dir', 'figures_dir']
+__all__ = ['ZOO_VARIANTS', 'FT_INTERPOLATIONS', 'KNOBS', 'PROFILES', 'USER_ERRORS', 'OFFLINE_VARIABLES', 'SAMPLE_SEEDS',
+           'Profile', 'Knob', 'short', 'name_problem', 'check_knob', 'parse_knob', 'get_profile', 'parse_sets', 'Once',
+           'add_profile_arguments', 'profile_from_args', 'run_command', 'is_offline', 'in_notebook', 'sample_seed',
+           'project_root', 'require_clone', 'cache_dir', 'figures_dir']
 
 # %% ../nbs/00_config.ipynb #b21b91f8
 @dataclass(frozen=True)
@@ -186,6 +187,25 @@ def _text(empty=False):
     return Knob(str, "any text" if empty else "a non-empty name or path",
                 lambda v: empty or bool(v.strip()))
 
+# %% ../nbs/00_config.ipynb #f3bae012
+def short(v, n: int = 80) -> str:
+    "`repr(v)` cut to about `n` characters, for one-line errors that quote what was typed."
+    r = repr(v)
+    return r if len(r) <= n else r[:n - 16] + f"…' ({len(r)} chars)"
+
+def _close(name, names) -> str:
+    "' (did you mean X?)' for a near miss of `name` among `names`, else ''."
+    m = difflib.get_close_matches(str(name), list(names), n=1, cutoff=0.75)
+    return f" (did you mean {m[0]}?)" if m else ""
+
+def name_problem(v: str) -> str | None:
+    "Why text cannot be a name or path: empty in a list, control characters, or too long."
+    if not v.isprintable(): return "it holds a control or invisible character"
+    if len(v.encode()) > 4096: return f"{len(v.encode())} bytes is longer than a path may be (4096)"
+    if any(len(p.encode()) > 255 for p in v.split("/")):
+        return "a part of it between slashes is longer than a file name may be (255 bytes)"
+    return None
+
 # %% ../nbs/00_config.ipynb #60524136
 def _names(empty=True, what="names"):
     return Knob(tuple, f"a {'' if empty else 'non-empty '}comma-separated list of {what}",
@@ -255,10 +275,11 @@ KNOBS: dict[str, Knob] = dict(
 # %% ../nbs/00_config.ipynb #53f11f4c
 def check_knob(name: str, value):
     "`value` as knob `name`'s type, or a ValueError naming the knob, the value and what is allowed."
-    if name not in KNOBS: raise ValueError(f"unknown knob {name!r}; valid knobs: {list(KNOBS)}")
+    if name not in KNOBS: raise ValueError(f"unknown knob {short(name)}{_close(name, KNOBS)}; "
+                                           f"valid knobs: {list(KNOBS)}")
     k = KNOBS[name]
     def bad(why=""):
-        return ValueError(f"knob {name}={value!r} is not allowed{': ' + why if why else ''}; "
+        return ValueError(f"knob {name}={short(value)} is not allowed{': ' + why if why else ''}; "
                           f"allowed: {k.allowed}")
     def typed(v, t):
         if isinstance(v, bool) or isinstance(v, np.bool_):
@@ -270,12 +291,15 @@ def check_knob(name: str, value):
             if isinstance(v, (int, float, np.integer, np.floating)) and np.isfinite(v):
                 return float(v) if not isinstance(v, int) else v
             raise bad(f"{type(v).__name__} is not a finite number")
-        if isinstance(v, str): return v
+        if isinstance(v, str):
+            if (why := name_problem(v)): raise bad(why)
+            return v
         raise bad(f"{type(v).__name__} is not text")
     if k.kind is tuple:
         if isinstance(value, str) or not isinstance(value, (tuple, list)):
             raise bad("a list is expected, not a single value")
         v = tuple(typed(x, k.elem) for x in value)
+        if any(isinstance(x, str) and not x.strip() for x in v): raise bad("an empty name in it")
     else: v = typed(value, k.kind)
     if k.ok is not None and not k.ok(v): raise bad()
     return v
@@ -283,7 +307,8 @@ def check_knob(name: str, value):
 def parse_knob(name: str, text: str):
     "The value of `--set name=text`, typed by the knob and checked (`check_knob`)."
     if name not in KNOBS:
-        raise ValueError(f"unknown knob(s) [{name!r}]; valid knobs: {list(KNOBS)}")
+        raise ValueError(f"unknown knob(s) [{short(name)}]{_close(name, KNOBS)}; "
+                         f"valid knobs: {list(KNOBS)}")
     k, t = KNOBS[name], text.strip()
     def one(s, kind):
         s = s.strip()
@@ -296,7 +321,8 @@ def parse_knob(name: str, text: str):
         if t.startswith("["):
             try: v = json.loads(t)
             except json.JSONDecodeError as e:
-                raise ValueError(f"knob {name}={text!r} is not allowed: not a JSON list ({e}); "
+                raise ValueError(f"knob {name}={short(text)} is not allowed: not a JSON list "
+                                 f"({e}); "
                                  f"allowed: {k.allowed}")
         else: v = [one(s, k.elem) for s in t.split(",")] if t else []
     else: v = one(t, k.kind)
@@ -392,7 +418,8 @@ def get_profile(name: str | Profile = "cpu", **overrides) -> Profile:
     "The profile called `name` (or the `Profile` given), with single knobs overridden."
     if isinstance(name, Profile): p = name
     elif name not in PROFILES:
-        raise ValueError(f"unknown profile {name!r}; allowed profiles: {sorted(PROFILES)}")
+        raise ValueError(f"unknown profile {short(name)}{_close(name, PROFILES)}; "
+                         f"allowed profiles: {sorted(PROFILES)}")
     else: p = PROFILES[name]
     bad = [k for k in overrides if k not in _knob_names()]
     if bad:
@@ -405,36 +432,70 @@ def get_profile(name: str | Profile = "cpu", **overrides) -> Profile:
 
 # %% ../nbs/00_config.ipynb #9c4a8b9d
 def parse_sets(sets: list[str] | None) -> dict:
-    "`--set knob=value` pairs as a dict of typed, range-checked knob values."
-    out, errors, unknown = {}, [], []
+    "`--set knob=value` pairs as a dict of typed, range-checked knob values, each knob once."
+    out, errors, unknown, seen = {}, [], [], {}
     for s in sets or []:
         if "=" not in s:
-            errors.append(f"--set wants knob=value, got {s!r}")
+            errors.append(f"--set wants knob=value, got {short(s)}")
             continue
         k, v = s.split("=", 1)
+        k = k.strip()
+        if k in seen:
+            errors.append(f"knob {k} is given twice ({short(seen[k])} and {short(s)}); "
+                          "allowed: each knob once")
+            continue
+        seen[k] = s
         if k not in KNOBS:
             unknown.append(k)
             continue
         try: out[k] = parse_knob(k, v)
         except ValueError as e: errors.append(str(e))
-    if unknown: errors.insert(0, f"unknown knob(s) {unknown}; valid knobs: {list(KNOBS)}")
+    if unknown:
+        hint = "".join(_close(k, KNOBS) for k in unknown[:1])
+        errors.insert(0, f"unknown knob(s) {[short(k, 40)[1:-1] for k in unknown]}{hint}; "
+                         f"valid knobs: {list(KNOBS)}")
     if errors:
         raise ValueError("; ".join(errors) if len(errors) == 1
                          else "bad --set values:\n  " + "\n  ".join(errors))
     return out
 
 # %% ../nbs/00_config.ipynb #92deee01
+class Once(argparse.Action):
+    "An option that may be given once: a second one is a usage error naming it (argparse: exit 2)."
+    def __call__(self, parser, ns, values, option=None):
+        if getattr(ns, "_given_" + self.dest, False):
+            parser.error(f"{option} is given twice ({getattr(ns, self.dest)!r} and {values!r}); "
+                         "allowed: once")
+        setattr(ns, "_given_" + self.dest, True)
+        setattr(ns, self.dest, values)
+
 def add_profile_arguments(parser):
-    "Add `--profile` and `--set KNOB=VALUE` to an argparse parser."
-    parser.add_argument("--profile", default="cpu", help=f"one of {sorted(PROFILES)}")
-    parser.add_argument("--set", nargs="*", default=[], metavar="KNOB=VALUE",
-                        help="override knobs; results then go to figures/<profile>+<hash>/, "
-                             "never over the profile's own")
+    "Add `--profile` (once) and `--set KNOB=VALUE` (repeatable; each knob once) to a parser."
+    parser.add_argument("--profile", default="cpu", action=Once,
+                        help=f"one of {sorted(PROFILES)}")
+    parser.add_argument("--set", nargs="*", action="extend", default=[], metavar="KNOB=VALUE",
+                        help="override knobs (each once; --set may repeat); results then go to "
+                             "figures/<profile>+<hash>/, never over the profile's own")
     return parser
 
 def profile_from_args(args) -> Profile:
     "The profile named by parsed `--profile`, with the knobs of `--set` overridden."
     return get_profile(get_profile(args.profile), **parse_sets(args.set))
+
+# %% ../nbs/00_config.ipynb #e757c85d
+USER_ERRORS = (ValueError, OSError, ConnectionError, ModuleNotFoundError)
+
+def run_command(prog: str, body, errors: tuple = ()) -> int:
+    "`body()`'s exit code; a user error as one line `prog: error: …` and 2, Ctrl-C as 130."
+    try: return body()
+    except (*USER_ERRORS, *errors) as e:
+        msg = str(e) if not isinstance(e, OSError) or not e.filename else (
+            f"{short(str(e.filename))}: {e.strerror or e}")
+        print(f"{prog}: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; nothing half-written is kept", file=sys.stderr)
+        return 130
 
 # %% ../nbs/00_config.ipynb #d9fe6036
 OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
@@ -500,8 +561,10 @@ def require_clone(what: str = "this command") -> Path:
     "The clone's root, or a FileNotFoundError saying that `what` works only inside a clone."
     root = _clone_root()
     home = os.environ.get("POSVEC_HOME")
-    if home and not root.is_dir():
-        raise FileNotFoundError(f"POSVEC_HOME={home!r} is not a folder, so not a clone of the "
+    try: folder = root.is_dir()
+    except OSError: folder = False                   # a name too long for the file system
+    if home and not folder:
+        raise FileNotFoundError(f"POSVEC_HOME={short(home)} is not a folder, so not a clone of the "
                                 "posvec repository; set it to one, or unset it inside a clone")
     if root is None:
         raise FileNotFoundError(f"{what} works inside a clone of the posvec repository, and none "

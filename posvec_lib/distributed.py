@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse, json, os, sys
 from pathlib import Path
 import torch
-from .config import in_notebook, project_root
+from .config import in_notebook, project_root, run_command
 from .storage import atomic_write
 from .trace import as_token_batch
 from .decompose import PositionalVectors, positional_vectors
@@ -133,14 +133,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=8)
     a = ap.parse_args(argv)
     if a.batch_size < 1: ap.error(f"--batch-size {a.batch_size}: allowed: ≥ 1")
-    if not a.samples.is_file(): ap.error(f"--samples {a.samples}: no such file")
+    return run_command(ap.prog, lambda: _distributed_cli(a))
+
+def _distributed_cli(a) -> int:
+    if not a.samples.is_file():
+        raise ValueError(f"--samples {str(a.samples)!r}: no such file; allowed: a torch.save'd "
+                         "[N, T] tensor of token ids")
+    if a.out.is_dir(): raise ValueError(f"--out {str(a.out)!r} is a folder; allowed: a file path")
+    parent = a.out.parent if str(a.out.parent) else Path(".")
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise ValueError(f"--out {str(a.out)!r}: {str(parent)!r} is not a folder this user can "
+                         "write in; allowed: a file in an existing, writable folder")
     # registers the zoo's attention (window, ALiBi, NoPE)
     import posvec_lib.variants
     from transformers import AutoModelForCausalLM
     rank, world = process_state()
     dev = (torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available()
            else torch.device("cpu"))
-    samples = torch.load(a.samples)
+    try: samples = as_token_batch(torch.load(a.samples), "--samples")
+    except Exception as e:                       # whatever a file that is no tensor raises
+        raise ValueError(f"--samples {str(a.samples)!r} is not a torch.save'd [N, T] tensor of "
+                         f"token ids ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
+                         ) from None
     attn = "posvec_eager" if a.what == "attention" else "posvec_sdpa"
     model = AutoModelForCausalLM.from_pretrained(a.model, attn_implementation=attn,
                                                  trust_remote_code=False)

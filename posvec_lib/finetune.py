@@ -13,7 +13,7 @@ import torch
 from transformers import LlamaForCausalLM, Trainer, TrainerCallback
 from transformers.trainer_callback import PrinterCallback
 from .config import (Profile, get_profile, cache_dir, in_notebook,
-    add_profile_arguments, profile_from_args)
+    add_profile_arguments, profile_from_args, run_command)
 from .storage import write_json, remove_cache_entry, entry_ok, seal, disk_errors
 from .record import note_input
 from .device import seed_everything, resolve_device, oom_hint
@@ -360,10 +360,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--deepspeed", default=None)
     ap.add_argument("--force", action="store_true")
+    ap.add_argument("--yes", action="store_true",
+                    help="go on when the --set knobs add over an hour to the profile's estimate")
     a = ap.parse_args(argv)
+    return run_command(ap.prog, lambda: _finetune_cli(a))
+
+def _finetune_cli(a) -> int:
+    from posvec_lib.budget import confirm_cost
     P = profile_from_args(a)
+    if a.deepspeed is not None and not Path(a.deepspeed).is_file():
+        raise ValueError(f"--deepspeed {a.deepspeed!r} is not a file; allowed: a DeepSpeed JSON "
+                         "config (python -m posvec_lib.distributed writes one)")
     spec = FinetuneSpec(a.method, a.target, a.interpolation, a.base, a.n_chunks, a.content,
                         a.anchor, steps=a.steps)
+    confirm_cost(P, a.yes, [spec.name])
     path = finetune(P, spec, force=a.force, deepspeed=a.deepspeed)
     if rank() == 0: print(json.dumps(dict(path=str(path), world_size=world_size())), flush=True)
     return 0

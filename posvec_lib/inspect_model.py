@@ -12,6 +12,7 @@ import pandas as pd
 import torch
 from .storage import atomic_write, write_json, disk_errors
 from .device import memory_problem
+from .config import short
 from .record import _to_markdown
 from .trace import (decoder_layers, attention_masks, layer_windows, check_measures,
                               _refusal, position_kind, as_token_batch)
@@ -26,9 +27,10 @@ from .pretrained import (load_pretrained, load_config, model_docs, text_docs, us
                                    PRETRAINED)
 
 # %% auto #0
-__all__ = ['BASELINE_COLUMNS', 'INSPECT_MEASURES', 'sink_table', 'decay_x_uniform', 'sink_rates', 'measure', 'untrained_measures',
-           'baseline_rows', 'untrained_baseline', 'beside_baseline', 'by_layer_type', 'sink_rate_curve_table',
-           'InspectResult', 'inspect_model', 'add_inspect_parser', 'check_inspect_args', 'run_inspect']
+__all__ = ['BASELINE_COLUMNS', 'NOISE_MIN', 'INSPECT_MEASURES', 'sink_table', 'decay_x_uniform', 'sink_rates', 'measure',
+           'untrained_measures', 'baseline_rows', 'untrained_baseline', 'beside_baseline', 'by_layer_type',
+           'sink_rate_curve_table', 'InspectResult', 'noise_basis', 'inspect_model', 'add_inspect_parser',
+           'check_inspect_args', 'run_inspect']
 
 # %% ../nbs/13_inspect.ipynb #84b35f77
 def sink_table(attn: torch.Tensor, skip: int = 4, layers=None, masks: torch.Tensor | None = None):
@@ -299,6 +301,7 @@ def _report(r: InspectResult, files: dict) -> str:
           f"{_pm(a['value'], a['noise'])}; untrained: {null('anchor_ratio')}.",
           f"* Decay × uniform (mean over heads and layers): {_pm(s['decay_x_uniform'])}; "
           f"untrained: {null('decay_x_uniform')}."]
+    if s.get("noise_warning"): md.append(f"* Noise (±): {s['noise_warning']}.")
     if r.ablation is None:
         md.append(f"* Positional-basis ablation not measured: {s['ablation_refused']}.")
     else:
@@ -325,6 +328,17 @@ def _report(r: InspectResult, files: dict) -> str:
     return "\n".join(md + [f"![{k}]({f})\n" for k, f in files.items() if f.endswith(".png")])
 
 # %% ../nbs/13_inspect.ipynb #64f2f9d3
+NOISE_MIN = dict(samples=8, attention_samples=4)     # ≥ 2 windows per quarter / per half
+
+def noise_basis(n: int, n_attention: int) -> str | None:
+    "None when every ± rests on ≥ 2 windows per part, else a label saying it does not."
+    na = min(n_attention, n)
+    if n >= NOISE_MIN["samples"] and na >= NOISE_MIN["attention_samples"]: return None
+    return (f"not a noise estimate: the ± rest on {n // 4 if n >= 4 else n // 2} window(s) per "
+            f"part of {n} (anchor ratio) and {max(na // 2, 1)} per half of {na} (sinks, decay); "
+            f"give --samples ≥ {NOISE_MIN['samples']} and --attention-samples ≥ "
+            f"{NOISE_MIN['attention_samples']}")
+
 def _mean_sd(x) -> tuple:
     x = np.asarray(x, dtype=float)
     return float(x.mean()), float(x.std(ddof=1)) if len(x) > 1 else float("nan")
@@ -421,7 +435,9 @@ def inspect_model(model, tokenizer, samples: torch.Tensor, out=None, layers=None
                    "simi", "simi_centred"]]
     summary = _summary(model, r, per_layer, base, abl, refused, sets, baseline_seeds, name)
     summary.update(_sink_rate_summary(rates, types, N, min(T, SINK_RATE_T)))
-    summary.update(meta or {}, wall_s=round(time.time() - t0, 1))
+    summary.update(meta or {}, wall_s=round(time.time() - t0, 1),
+                   noise_warning=noise_basis(N, n_attention))
+    if summary["noise_warning"]: say(f"posvec inspect: note: {summary['noise_warning']}")
     by_dist = attention_by_distance(r["attention"]).mean(1)[:, 1:].numpy()     # [L, T-1]
     by_dist = pd.DataFrame(by_dist, index=np.arange(1, nl + 1)).loc[[l + 1 for l in show]]
     import matplotlib
@@ -447,12 +463,15 @@ def add_inspect_parser(sub):
     g.add_argument("--corpus", default="stdlib",
                    help="a corpus posvec knows: stdlib, stdlib-tests, a local path, a hub dataset")
     p.add_argument("--length", type=int, default=256, help="tokens per window (default 256)")
-    p.add_argument("--samples", type=int, default=32, help="number of windows (default 32)")
+    p.add_argument("--samples", type=int, default=32,
+                   help=f"number of windows (default 32, ≥ 2); the ± need ≥ "
+                        f"{NOISE_MIN['samples']} (2 per quarter), the report labels them below")
     p.add_argument("--layers", default=None,
                    help="0-based layers for the PCA panels, comma-separated (default: first, "
                         "middle, last)")
     p.add_argument("--attention-samples", type=int, default=8,
-                   help="windows for the attention maps (default 8)")
+                   help=f"windows for the attention maps (default 8); their ± need ≥ "
+                        f"{NOISE_MIN['attention_samples']} (2 per half)")
     p.add_argument("--dtype", default="float32", help="float32 | bfloat16 | float16")
     p.add_argument("--device", default="auto", help="cpu | cuda | cuda:N | mps | auto (default)")
     p.add_argument("--batch-size", type=int, default=4, help="windows per forward pass (default 4)")
@@ -481,7 +500,9 @@ def _device(name: str) -> torch.device:
 def _can_create(out: Path):
     "Refuse an output folder that cannot be made (a file on its path, or an unwritable parent)."
     p = out
-    while not p.exists() and p != p.parent: p = p.parent
+    try:
+        while not p.exists() and p != p.parent: p = p.parent
+    except OSError as e: raise ValueError(f"--out {short(str(out))}: {e.strerror}") from None
     if not p.is_dir(): raise ValueError(f"--out {str(out)!r}: {p} is a file where a folder belongs")
     if not os.access(p, os.W_OK):
         raise ValueError(f"--out {str(out)!r}: no permission to write in {p}")
@@ -497,13 +518,21 @@ def check_inspect_args(a) -> dict:
     need(a.baseline_seeds >= 0, f"--baseline-seeds {a.baseline_seeds}; allowed: 0 (none) or more")
     need(a.dtype in ("float32", "bfloat16", "float16"),
          f"--dtype {a.dtype!r}; allowed: float32, bfloat16, float16")
-    need(a.threads >= 0, f"--threads {a.threads}; allowed: 0 (default) or a positive integer")
+    need(0 <= a.threads <= 256, f"--threads {a.threads}; allowed: 0 (torch's default) to 256")
+    need(a.seed >= 0, f"--seed {a.seed}; allowed: an integer ≥ 0")
     # named now, not after the work; nothing is created
     if a.out is not None: _can_create(Path(a.out))
     if a.text is not None and Path(a.text).is_dir():
         raise ValueError(f"--text {a.text!r} is a folder; give a text file")
     if a.text is not None and not Path(a.text).is_file():
         raise FileNotFoundError(f"--text {a.text!r} does not exist")
+    if a.text is not None and Path(a.text).stat().st_size == 0:
+        raise ValueError(f"--text {a.text!r} is empty; allowed: a text file with documents")
+    need(bool(str(a.model).strip()), "model '' is empty; allowed: a registry name, a hub name, a "
+         "folder or a .gguf file")
+    if a.text is None and a.corpus.startswith((".", "/", "~")) and not Path(
+            a.corpus).expanduser().exists():
+        raise ValueError(f"--corpus {short(a.corpus)}: no such file or folder")
     p = memory_problem(8 * a.samples * a.length,
                        f"--samples {a.samples} × --length {a.length} (token ids alone)",
                        "--samples or --length", share=0.5)
@@ -536,7 +565,10 @@ def _run_inspect(a):
     if a.threads: torch.set_num_threads(a.threads)
     model, tok = load_pretrained(a.model, dtype=a.dtype, device=chk["device"])
     docs = text_docs(tok, a.text) if a.text else model_docs(tok, a.corpus)
-    X = fixed_length_samples(docs, a.length, a.samples, seed=a.seed, bos=uses_bos(tok))
+    try: X = fixed_length_samples(docs, a.length, a.samples, seed=a.seed, bos=uses_bos(tok))
+    except ValueError as e:
+        src = f"--text {a.text!r}" if a.text else f"--corpus {a.corpus!r}"
+        raise ValueError(f"{src} at --length {a.length}, --samples {a.samples}: {e}") from None
     src = getattr(model, "posvec_source", {})
     name = src.get("name", str(a.model))
     out = Path(a.out) if a.out else Path("posvec-inspect") / Path(name).name.replace(".gguf", "")

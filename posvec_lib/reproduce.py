@@ -15,7 +15,7 @@ from .storage import (write_json, atomic_write, restore_interrupted,
     staging_dir, swap_in, writable, DiskError, disk_errors)
 from .stats import VERDICTS
 from .record import RESULT_KEYS, read_record, read_result, read_run
-from .budget import LOCAL_CORPORA, llama_parameters, feasibility
+from .budget import LOCAL_CORPORA, llama_parameters, feasibility, confirm_cost, extra_cost
 from .digest import Artifact, experiments_dir, inputs_hash
 from .status import (
     failure_path, computed_path, status, plan, print_plan, _eta, _finetune_runs)
@@ -109,6 +109,8 @@ def select(only: str | list | None) -> list[Artifact]:
                          f"allowed: comma-separated names from {list(ARTIFACTS)}")
     bad = [n for n in names if n not in ARTIFACTS]
     if bad: raise ValueError(f"unknown artifact(s) {bad}; allowed: {list(ARTIFACTS)}")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice: raise ValueError(f"--only names {twice} twice; allowed: each artifact once")
     return [ARTIFACTS[n] for n in names]
 
 # %% ../nbs/11_reproduce.ipynb #1878eed4
@@ -272,6 +274,9 @@ def committed_result(art: Artifact, P: Profile, commit: str = "HEAD") -> dict | 
 def agreement_with(P: Profile, commit: str = "HEAD", only=None) -> dict:
     "How the results in this checkout's figures/ agree with those committed at `commit`."
     arts = select(only)                                   # a bad --only is named first
+    if not commit.strip() or commit.startswith("-") or not commit.isprintable():
+        raise ValueError(f"--against {commit!r} is not a commit name; "
+                         "allowed: a commit, branch or tag of this checkout")
     inside = subprocess.run(["git", "-C", str(project_root()), "rev-parse", "--git-dir"],
                             capture_output=True)
     if inside.returncode != 0:
@@ -327,15 +332,24 @@ def batch_lock(P: Profile, wait: bool = False):
     finally: f.close()
 
 # %% ../nbs/11_reproduce.ipynb #c856759d
+def _expected_finetunes(P: Profile) -> list | int:
+    "The fine-tunes the named profile's records request; one PoSE run where none is recorded."
+    return list(_finetune_runs(PROFILES.get(P.name, P))) or 1
+
 def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False,
               overrides: dict | None = None, report=None, allow_no_gpu: bool = False,
-              wait: bool = False, trust_committed: bool = False, dry_run: bool = False) -> dict:
+              wait: bool = False, trust_committed: bool = False, dry_run: bool = False,
+              yes: bool = False) -> dict:
     "Run the selected artifacts in order, skipping current ones computed here; returns a summary."
     P = get_profile(profile, **(overrides or {})) if isinstance(profile, str) else profile
     arts = select(only)
     if dry_run:
         rows, (problems, warnings) = (plan(P, arts, force, trust_committed),
                                       feasibility(P, list(_finetune_runs(P))))
+        extra, knob = extra_cost(P, _expected_finetunes(P))
+        if extra > 3600:
+            warnings.append(f"the --set knobs add ~{extra / 3600:,.1f} h to the profile's "
+                            f"estimate, most of it {knob}; a run asks first (--yes goes on)")
         print_plan(P, rows, problems, warnings)
         return dict(profile=P.name, results=P.results_name, plan=rows, ok=[], failed=[],
                     refused=problems, skipped=[r["artifact"] for r in rows if not r["run"]])
@@ -348,6 +362,8 @@ def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False,
         raise ValueError(f"profile {P.name!r} cannot run on this machine, so nothing was run: "
                          + "; ".join(problems))
     for w in warnings: print(f"posvec: note: {w}", file=sys.stderr)
+    # hours the --set knobs add: asked before any work (--yes)
+    confirm_cost(P, yes, _expected_finetunes(P))
     check_runnable(P)
     with batch_lock(P, wait):
         return _run_batch(P, arts, force, overrides, report, trust_committed)

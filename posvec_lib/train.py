@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 from transformers import LlamaForCausalLM, Trainer, TrainingArguments, TrainerCallback
 from .config import (Profile, get_profile, cache_dir, ZOO_VARIANTS, in_notebook,
-    sample_seed, add_profile_arguments, profile_from_args)
+    sample_seed, add_profile_arguments, profile_from_args, run_command)
 from .storage import write_json, remove_cache_entry, entry_ok, seal, disk_errors
 from .record import note_input
 from .device import seed_everything, resolve_device, torch_dtype, oom_hint
@@ -319,9 +319,19 @@ def main(argv: list[str] | None = None) -> int:
     add_profile_arguments(ap)
     ap.add_argument("--variant", nargs="+", default=["rope"])
     ap.add_argument("--force", action="store_true")
+    ap.add_argument("--yes", action="store_true",
+                    help="go on when the --set knobs add over an hour to the profile's estimate")
     a = ap.parse_args(argv)
+    return run_command(ap.prog, lambda: _train_cli(a))
+
+def _train_cli(a) -> int:
+    from posvec_lib.budget import confirm_cost
     P = profile_from_args(a)
     for v in a.variant: zoo_variant(P, v)                # every name checked before any training
+    if len(set(a.variant)) < len(a.variant):
+        raise ValueError(f"--variant {' '.join(a.variant)} names a variant twice; "
+                         "allowed: each once")
+    confirm_cost(P, a.yes)
     for v in a.variant:
         path = train_zoo_model(P, v, force=a.force)
         if rank() == 0:
