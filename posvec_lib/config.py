@@ -561,7 +561,7 @@ def require_clone(what: str = "this command") -> Path:
     "The clone's root, or a FileNotFoundError saying that `what` works only inside a clone."
     root = _clone_root()
     home = os.environ.get("POSVEC_HOME")
-    try: folder = root.is_dir()
+    try: folder = root is not None and root.is_dir()
     except OSError: folder = False                   # a name too long for the file system
     if home and not folder:
         raise FileNotFoundError(f"POSVEC_HOME={short(home)} is not a folder, so not a clone of the "
