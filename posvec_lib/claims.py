@@ -4,20 +4,21 @@
 
 # %% ../nbs/11e_claims.ipynb #181a9f63
 from __future__ import annotations
-import difflib, functools
+import difflib, functools, math, re
 from pathlib import Path
 import posvec_lib
-from .stats import VERDICTS
+from .stats import VERDICTS, decide, decide_all, implies, verdict_name
 
 # %% auto #0
-__all__ = ['CLAIM_COLUMNS', 'PAPERS', 'KINDS', 'registry_path', 'load_claims', 'claim', 'counted', 'claim_verdict', 'evidence',
-           'claims_table', 'unregistered']
+__all__ = ['CLAIM_COLUMNS', 'PAPERS', 'KINDS', 'NEGATIVES', 'RULE_OPS', 'registry_path', 'parse_rule', 'load_claims', 'claim',
+           'apply_rule', 'decide_claim', 'counted', 'claim_verdict', 'evidence', 'claims_table', 'unregistered']
 
 # %% ../nbs/11e_claims.ipynb #b1fa826b
 CLAIM_COLUMNS = ("id", "paper", "where", "sentence", "quantity", "comparison", "threshold",
-                 "threshold_source", "models", "kind")
+                 "threshold_source", "models", "kind", "rule", "negative", "our_models", "follows")
 PAPERS = ("A", "B", "A-rebuttal", "B-rebuttal")
 KINDS = ("structural", "method", "control")
+NEGATIVES = ("untrained", "control", "permutation", "sanity")
 
 def registry_path() -> Path:
     "The registry: data/claims.csv of the clone holding the package, else the installed copy."
@@ -26,12 +27,47 @@ def registry_path() -> Path:
     from importlib.resources import files
     return Path(str(files("posvec_lib") / "registry" / "claims.csv"))
 
+# %% ../nbs/11e_claims.ipynb #4c66e084
+_CONDITION = re.compile(r"^\s*(?:(?P<q>[A-Za-z_]\w*)\s+)?(?P<op>>=|<=|in)\s+(?P<rest>\S.*?)\s*$")
+RULE_OPS = (">=", "<=", "in")
+
+def _condition(text: str, rule: str) -> tuple:
+    "One condition of a rule as (quantity, op, bounds)."
+    m = _CONDITION.match(text)
+    bad = f"rule {rule!r}: {text.strip()!r} is not 'quantity op number' (op one of {RULE_OPS})"
+    if not m: raise ValueError(bad)
+    try:
+        if m["op"] != "in": return (m["q"] or "value", m["op"], (float(m["rest"]),))
+        a, b = (float(x) for x in m["rest"].strip().removeprefix("[").removesuffix("]").split(","))
+    except ValueError: raise ValueError(bad) from None
+    if not a < b: raise ValueError(f"rule {rule!r}: a band [a, b] needs a < b, got [{a}, {b}]")
+    return (m["q"] or "value", "in", (a, b))
+
+def parse_rule(rule: str) -> list[tuple]:
+    "A registry rule as clauses, each a tuple of one condition or two (an implication)."
+    clauses = [tuple(_condition(s, rule) for s in part.split("=>"))
+               for part in str(rule).split(";") if part.strip()]
+    if not clauses or any(len(c) > 2 for c in clauses):
+        raise ValueError(f"rule {rule!r}: needs clauses 'quantity op number' joined by ';' "
+                         "(at most one '=>' each)")
+    return clauses
+
 # %% ../nbs/11e_claims.ipynb #e788af95
+def _row_problem(r: dict, ids) -> str | None:
+    "What is wrong with one registry row's decision columns (rule, negative, follows), or None."
+    try: parse_rule(r["rule"])
+    except ValueError as e: return str(e)
+    if r["negative"].split(":")[0].strip() not in NEGATIVES:
+        return f"negative {r['negative']!r} is not one of {NEGATIVES} ('control: <name>' names it)"
+    if r["follows"] not in ("-", *ids) or r["follows"] == r["id"]:
+        return f"follows {r['follows']!r} is not '-' nor another claim's id"
+    return None
+
 def _problem(df, path) -> str | None:
     "The first thing wrong with a registry table, as one line naming the row, or None."
     lacking = [c for c in CLAIM_COLUMNS if c not in df.columns]
     if lacking: return f"{path}: lacks the columns {lacking}; a registry has {list(CLAIM_COLUMNS)}"
-    seen = set()
+    seen, ids = set(), set(df["id"])
     for i, r in enumerate(df.to_dict("records")):
         at = f"{path}, line {i + 2} ({r['id'] or 'no id'})"
         empty = [c for c in CLAIM_COLUMNS if not r[c].strip()]
@@ -39,6 +75,8 @@ def _problem(df, path) -> str | None:
         if r["id"] in seen: return f"{at}: the id {r['id']!r} is used twice; ids are unique"
         if r["paper"] not in PAPERS: return f"{at}: paper {r['paper']!r} is not one of {PAPERS}"
         if r["kind"] not in KINDS: return f"{at}: kind {r['kind']!r} is not one of {KINDS}"
+        bad = _row_problem(r, ids)
+        if bad: return f"{at}: {bad}"
         seen.add(r["id"])
     return None
 
@@ -57,14 +95,103 @@ def load_claims(path=None):
     return _read(str(p), p.stat().st_mtime).copy()
 
 # %% ../nbs/11e_claims.ipynb #8405db04
-def claim(id: str) -> dict:
+def claim(id: str, registry=None) -> dict:
     "The registry row of claim `id`; an unknown id is a ValueError naming the closest ids."
-    reg = load_claims()
+    reg = load_claims(registry)
     hit = reg[reg.id == id]
     if len(hit): return hit.iloc[0].to_dict()
     close = difflib.get_close_matches(str(id), list(reg.id), n=5, cutoff=0.5)
     raise ValueError(f"unknown claim id {id!r}; " + (f"close: {', '.join(close)}" if close else
                      f"ids are listed in {registry_path()}"))
+
+# %% ../nbs/11e_claims.ipynb #fa42f5ec
+def _table(measured: dict) -> dict:
+    "{unit: {quantity: (value, noise)}} from that or from {unit: (value, noise)}."
+    if not isinstance(measured, dict) or not measured:
+        raise ValueError(f"measurements are a non-empty {{unit: (value, noise)}}, got {measured!r}")
+    pair = lambda x: (float(x[0]), float(x[1]))
+    return {str(u): ({q: pair(x) for q, x in m.items()} if isinstance(m, dict)
+                     else {"value": pair(m)}) for u, m in measured.items()}
+
+def _decide(cond: tuple, m: dict) -> bool | None:
+    "One condition on one unit's measurements; a NaN (not measured) is None."
+    q, op, b = cond
+    v, n = m[q]
+    if v != v or n != n: return None
+    if op == "in": return decide_all([decide(v, b[0], n, ">="), decide(v, b[1], n, "<=")])
+    return decide(v, b[0], n, op)
+
+def apply_rule(rule: str, measured: dict) -> tuple[bool | None, dict]:
+    "A rule's verdict on all of `measured`, and per unit; a clause skips units lacking its quantity."
+    clauses, t = parse_rule(rule), _table(measured)
+    per = {}
+    for u, m in t.items():
+        mine = [c for c in clauses if all(q in m for q, _, _ in c)]
+        if not mine:
+            raise ValueError(f"unit {u!r} has {sorted(m)}, none of the quantities of rule {rule!r}")
+        per[u] = decide_all(_decide(c[0], m) if len(c) == 1
+                            else implies(_decide(c[0], m), _decide(c[1], m)) for c in mine)
+    return decide_all(per.values()), per
+
+# %% ../nbs/11e_claims.ipynb #67e5b30c
+def _learned(rule: str, measured: dict, null: dict) -> bool | None:
+    "Is every trained quantity beyond the null's, in its condition's direction, past both noises?"
+    t, z, out = _table(measured), _table(null), []
+    for c in parse_rule(rule):
+        if len(c) > 1 or c[0][1] == "in": continue
+        q, op, _ = c[0]
+        for u in (u for u in t if q in t[u]):
+            if u not in z or q not in z[u]:
+                raise ValueError(f"the untrained null lacks {q!r} of unit {u!r}; it has {sorted(z)}")
+            (v, n), (w, s) = t[u][q], z[u][q]
+            out.append(None if v != v or w != w else decide(v - w, 0.0, math.hypot(n, s), op))
+    return decide_all(out) if out else None
+
+def _coverage(row: dict, measured: dict, missing: dict) -> dict:
+    "The row's models of the kinds `measured` covers (zoo, other) left out, with their reasons."
+    from posvec_lib.variants import VARIANT_COLORS as zoo
+    named = [m.strip() for m in row["our_models"].split(";") if m.strip() not in ("", "-")]
+    have = {str(u).split("/")[0] for u in measured}
+    kinds = {m in zoo for m in have}
+    due = [m for m in named if (m in zoo) in kinds and m not in have]
+    lacking = [m for m in due if m not in missing]
+    if lacking:
+        raise ValueError(f"claim {row['id']} is decided on {named}; {lacking} not measured: "
+                         "measure them or say why in missing={model: reason}")
+    return {m: missing[m] for m in due}
+
+def decide_claim(id: str, measured: dict, negative: dict | None = None,
+                 positive: bool | None = True, missing: dict | None = None,
+                 registry=None) -> dict:
+    "A check of claim `id` decided by its registry row: verdict, present, null_verdict, learned."
+    row = claim(id, registry)
+    present, per = apply_rule(row["rule"], measured)
+    out = dict(rule=row["rule"], present=verdict_name(present),
+               per_unit={u: verdict_name(v) for u, v in per.items()},
+               missing=_coverage(row, measured, missing or {}))
+    kind = row["negative"].split(":")[0].strip()
+    if kind == "sanity": return dict(out, verdict=verdict_name(present), sanity=True)
+    if negative is None:
+        raise ValueError(f"claim {id} is decided against its negative input ({row['negative']}); "
+                         "pass negative={unit: (value, noise)} measured on it")
+    nv, nper = apply_rule(row["rule"], negative)
+    learned = _learned(row["rule"], measured, negative) if kind == "untrained" else None
+    out.update(null_verdict=verdict_name(nv), negative_input=row["negative"],
+               null_per_unit={u: verdict_name(v) for u, v in nper.items()},
+               **({"learned": verdict_name(learned)} if kind == "untrained" else {}))
+    verdict, reason = present, ""
+    if positive is not True:
+        verdict, reason = None, "its positive control did not work"
+    elif present is True and nv is True:
+        verdict = None
+        reason = f"it holds on its negative input ({row['negative']}) as well: not evidence"
+    elif present is True and nv is None and learned is not True:
+        verdict = None
+        reason = (f"on its negative input ({row['negative']}) the rule is within the noise: "
+                  "the check is not shown to fail there")
+    elif present is False and nv is True and kind != "untrained":
+        verdict, reason = None, f"its negative control ({row['negative']}) passes the rule"
+    return dict(out, verdict=verdict_name(verdict), **({"reason": reason} if reason else {}))
 
 # %% ../nbs/11e_claims.ipynb #2551f3ad
 def counted(row: dict) -> bool:

@@ -235,11 +235,22 @@ class Record:
         self.findings.append(str(text))
         return text
 
-    def check(self, claim: str, verdict: bool | str | None, source: str = "",
+    def check(self, claim: str, verdict: bool | str | None = ..., source: str = "",
               volatile: bool = False, sanity: bool = False, paper: str = "", threshold: str = "",
-              id: str = "", extension: bool = False, **values):
-        "Record a claim check (True/False → holds/fails, None → not measurable) with its `values`."
-        if id:
+              id: str = "", extension: bool = False, measured: dict | None = None,
+              negative: dict | None = None, positive: bool | None = True,
+              missing: dict | None = None, **values):
+        "Record a claim check: decided by the registry from `measured`, or a given `verdict`."
+        if measured is not None:
+            if not id or verdict is not ... or threshold:
+                raise ValueError(f"check {claim!r}: with measurements the registry row (id=) "
+                                 "decides; pass no verdict and no threshold")
+            d = self._decide(id, measured, negative, positive, missing)
+            verdict, sanity = d.pop("verdict"), sanity or d.pop("sanity", False)
+            values = dict(values, **d)
+        elif verdict is ...:
+            raise ValueError(f"check {claim!r}: pass measured= (and id=) or a verdict")
+        elif id:
             # lazily: only a check naming an id needs the registry
             from posvec_lib.claims import claim as registered
             registered(id)
@@ -254,6 +265,19 @@ class Record:
         if volatile: self.volatile.append(f"claim: {claim}")
         print(f"[{v}{' (sanity)' if sanity else ''}] {claim} {values}")
         return v
+
+    def _decide(self, id, measured, negative, positive, missing) -> dict:
+        "`claims.decide_claim`, zoo models this profile does not build explained, as JSON."
+        from posvec_lib.claims import decide_claim
+        from posvec_lib.variants import VARIANT_COLORS
+        absent = {m: f"not built at profile {self.profile.name}" for m in VARIANT_COLORS
+                  if m not in self.profile.zoo}
+        d = decide_claim(id, measured, negative, positive, {**absent, **(missing or {})})
+        pairs = lambda m: {str(u): ({q: [float(x) for x in p] for q, p in v.items()}
+                                    if isinstance(v, dict) else [float(x) for x in v])
+                           for u, v in m.items()}
+        return dict(d, measured=pairs(measured),
+                    **({"negative": pairs(negative)} if negative is not None else {}))
 
     def save(self, **extra) -> Path:
         "Write timing.json, then result.json (atomically, last): the artifact's completion marker."
