@@ -27,7 +27,7 @@ def registry_path() -> Path:
     from importlib.resources import files
     return Path(str(files("posvec_lib") / "registry" / "claims.csv"))
 
-# %% ../nbs/11e_claims.ipynb #4c66e084
+# %% ../nbs/11e_claims.ipynb #d8a57e7a
 _CONDITION = re.compile(r"^\s*(?:(?P<q>[A-Za-z_]\w*)\s+)?(?P<op>>=|<=|in)\s+(?P<rest>\S.*?)\s*$")
 RULE_OPS = (">=", "<=", "in")
 
@@ -104,7 +104,7 @@ def claim(id: str, registry=None) -> dict:
     raise ValueError(f"unknown claim id {id!r}; " + (f"close: {', '.join(close)}" if close else
                      f"ids are listed in {registry_path()}"))
 
-# %% ../nbs/11e_claims.ipynb #fa42f5ec
+# %% ../nbs/11e_claims.ipynb #aef28ce3
 def _table(measured: dict) -> dict:
     "{unit: {quantity: (value, noise)}} from that or from {unit: (value, noise)}."
     if not isinstance(measured, dict) or not measured:
@@ -133,7 +133,7 @@ def apply_rule(rule: str, measured: dict) -> tuple[bool | None, dict]:
                             else implies(_decide(c[0], m), _decide(c[1], m)) for c in mine)
     return decide_all(per.values()), per
 
-# %% ../nbs/11e_claims.ipynb #67e5b30c
+# %% ../nbs/11e_claims.ipynb #0854bd73
 def _learned(rule: str, measured: dict, null: dict) -> bool | None:
     "Is every trained quantity beyond the null's, in its condition's direction, past both noises?"
     t, z, out = _table(measured), _table(null), []
@@ -214,20 +214,22 @@ def _models(c: dict, res: dict) -> list[str]:
     return sorted({n for k in ("zoo", "pretrained") for n in inputs.get(k, {})})
 
 def evidence(records) -> list[dict]:
-    "Every check of the result records as a row: artifact, id, claim, verdict, kind, models."
+    "Every check of the records as a row: artifact, id, claim, verdict, kind, models, negative."
     rows = []
     for res in records:
         vol = {v[len("claim: "):] for v in res.get("volatile", []) if v.startswith("claim: ")}
         for c in res.get("claims", []):
             kind = "wall-clock" if c["claim"] in vol else c.get("kind", "")
+            v = c.get("values", {})
             rows.append(dict(artifact=res.get("artifact", ""), id=c.get("id", ""), claim=c["claim"],
                              verdict=c["verdict"], kind=kind, extension=bool(c.get("extension")),
-                             models=_models(c, res)))
+                             models=_models(c, res), null_verdict=v.get("null_verdict", ""),
+                             learned=v.get("learned", "")))
     return rows
 
 # %% ../nbs/11e_claims.ipynb #f281638d
 def claims_table(records):
-    "One row per registry claim: verdict, checks, models, artifacts; extensions apart."
+    "One row per registry claim: verdict, checks, models, negative input, learned; extensions apart."
     import pandas as pd
     ev = [r for r in evidence(records) if r["id"]]
     out = []
@@ -236,6 +238,7 @@ def claims_table(records):
         own = [r for r in rows if counted(r)]
         ext = [dict(r, extension=False) for r in rows if r["extension"] and not r["kind"]]
         n = {v: sum(r["verdict"] == v for r in own) for v in ("holds", "fails")}
+        learned = [dict(verdict=r["learned"]) for r in own if r["learned"]]
         out.append(dict(id=c["id"], paper=c["paper"], sentence=c["sentence"],
                         verdict=claim_verdict(rows),
                         n_checks=len(own), n_holds=n["holds"], n_fails=n["fails"],
@@ -243,7 +246,10 @@ def claims_table(records):
                                       for m in r["models"]}),
                         artifacts=", ".join(sorted({r["artifact"] for r in own})),
                         n_extensions=len(ext), extension_verdict=claim_verdict(ext),
-                        kind=c["kind"]))
+                        kind=c["kind"], negative=c["negative"],
+                        n_negative_holds=sum(r["null_verdict"] == "holds" for r in own),
+                        learned=claim_verdict(learned) if learned else "",
+                        follows="" if c["follows"] == "-" else c["follows"]))
     return pd.DataFrame(out)
 
 # %% ../nbs/11e_claims.ipynb #2c8a31a6

@@ -49,12 +49,12 @@ REPORT_TEMPLATE = """<!doctype html>
 {%- endmacro -%}
 {%- macro claims_table(rows, id) -%}
 <div class=scroll><table class=claims id={{ id }}><colgroup>
-{% for w in (9, 9, 21, 26, 27, 8) %}<col style="width:{{ w }}%">{% endfor %}</colgroup>
+{% for w in (8, 8, 19, 23, 24, 10, 8) %}<col style="width:{{ w }}%">{% endfor %}</colgroup>
 <thead><tr>{% for h in header %}<th>{{ h }}</th>{% endfor %}</tr></thead><tbody>
 {% for r in rows %}<tr class="{{ r.verdict|replace(' ', '-') }}">
 <td><a href="#{{ r.artifact }}">{{ r.artifact }}</a></td><td>{{ r.source }}</td>
 <td>{{ short(r.paper) }}</td><td>{{ r.claim }}</td>
-<td>{% for v in r['values'] %}<div>{{ v }}</div>{% endfor %}</td>
+<td>{% for v in r['values'] %}<div>{{ v }}</div>{% endfor %}</td><td>{{ r.negative }}</td>
 <td class=verdict>{{ r.verdict }}{% if r.kind %} ({{ r.kind }}){% endif %}</td></tr>
 {% endfor %}</tbody></table></div>
 {%- endmacro -%}

@@ -274,6 +274,11 @@ def _natural(s: str) -> tuple:
     import re
     return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s))
 
+def _negative(values: dict) -> str:
+    "A check's verdict on its negative input, and the learned answer against the untrained null."
+    nv, le = values.get("null_verdict", ""), values.get("learned", "")
+    return nv + (f"; learned: {le}" if le else "")
+
 def claim_rows(D: dict) -> list[dict]:
     "Every check as a row (artifact, source, paper, claim, values, verdict, kind), by paper item."
     rows = []
@@ -285,7 +290,8 @@ def claim_rows(D: dict) -> list[dict]:
                     else "")
             rows.append(dict(artifact=r["status"]["artifact"], source=c.get("source", ""),
                              paper=c.get("paper", ""), claim=c["claim"], kind=kind, order=i,
-                             values=telling_values(c["values"]), verdict=c["verdict"]))
+                             values=telling_values(c["values"]), verdict=c["verdict"],
+                             negative=_negative(c["values"])))
     return sorted(rows, key=lambda x: (_natural(x["source"]), x["order"]))
 
 # %% ../nbs/11a_report.ipynb #1dbf70d3
@@ -342,7 +348,7 @@ def _status_line(r) -> str:
 
 # %% ../nbs/11a_report.ipynb #5c0af919
 REGISTRY_HEADER = ["claim", "paper", "the paper says", "verdict", "checks (hold / fail)", "models",
-                   "artifacts", "extensions"]
+                   "negative input (checks holding there)", "learned", "artifacts", "extensions"]
 
 def _registry_md(t) -> list[str]:
     "The registered claims that have checks, one row each: what the headline counts."
@@ -350,20 +356,25 @@ def _registry_md(t) -> list[str]:
     if not len(t): return []
     return ["## Claims by registry id", "",
             "Each claim of `data/claims.csv` once, with the checks and "
-            "models it was tested on; checks on other models (extensions) apart.", ""] + _md_table(
+            "models it was tested on; checks on other models (extensions) apart. A check holds "
+            "only when the same rule fails on its negative input (the untrained copy, a negative "
+            "control or a permutation); *learned* says whether the trained value lies beyond the "
+            "untrained null's.", ""] + _md_table(
         REGISTRY_HEADER, [[r.id, r.paper, _short(r.sentence), f"**{r.verdict}**",
-                           f"{r.n_checks} ({r.n_holds} / {r.n_fails})", r.n_models, r.artifacts,
+                           f"{r.n_checks} ({r.n_holds} / {r.n_fails})", r.n_models,
+                           f"{r.negative} ({r.n_negative_holds})", r.learned or "", r.artifacts,
                            f"{r.n_extensions}: {r.extension_verdict}" if r.n_extensions else ""]
                           for r in t.itertuples()]) + [""]
 
 CLAIM_HEADER = ["artifact", "paper item", "the paper says", "our claim", "measured (ours; paper)",
-                "verdict"]
+                "on its negative input", "verdict"]
 
 def _claims_md(rows) -> list[str]:
     "The claims table in Markdown: the paper's sentence cut short, the telling values."
     return _md_table(CLAIM_HEADER, [
         [f"[{r['artifact']}](#{r['artifact']})", r["source"], _short(r["paper"]), r["claim"],
-         "; ".join(r["values"]), f"**{r['verdict']}**" + (f" ({r['kind']})" if r["kind"] else "")]
+         "; ".join(r["values"]), r["negative"],
+         f"**{r['verdict']}**" + (f" ({r['kind']})" if r["kind"] else "")]
         for r in rows])
 
 def write_report(profile: str | Profile = "cpu", D: dict | None = None) -> Path:

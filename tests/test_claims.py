@@ -67,3 +67,39 @@ def test_installed_package_reads_its_own_copy(root, tmp_path):
     assert counts == f"{len(load_claims())} A"
     assert (site / "posvec_lib" / "registry" / "claims.csv").read_bytes() == \
            (root / "data" / "claims.csv").read_bytes()
+
+def _synthetic(rule: str, holds: bool) -> dict:
+    "One unit's measurements that meet every clause of `rule` (holds) or fail its first one."
+    from posvec_lib.claims import parse_rule
+    m = {}
+    def put(cond, ok):
+        q, op, b = cond
+        step = (1 if ok else -1) * (1 if op == ">=" else -1)
+        v = (sum(b) / 2 if ok else b[1] + 1) if op == "in" else b[0] + step
+        m[q] = (v, 1e-4)
+    for i, c in enumerate(parse_rule(rule)):
+        ok = holds or i > 0
+        if len(c) == 1: put(c[0], ok)
+        else: put(c[0], True); put(c[1], ok)              # premise met: the conclusion decides
+    return {"u": m}
+
+def test_every_rule_can_fail():
+    "Each registry row decides holds on measurements that meet it and fails on its negative input."
+    from posvec_lib.claims import apply_rule, decide_claim
+    for r in load_claims().to_dict("records"):
+        yes, no = _synthetic(r["rule"], True), _synthetic(r["rule"], False)
+        assert apply_rule(r["rule"], yes)[0] is True, r["id"]
+        assert apply_rule(r["rule"], no)[0] is False, r["id"]
+        if r["negative"] == "sanity": continue
+        miss = {m.strip(): "synthetic" for m in r["our_models"].split(";")}
+        u = lambda d: {"nope/x": d["u"]}
+        good = decide_claim(r["id"], u(yes), negative=u(no), missing=miss)
+        assert (good["verdict"], good["null_verdict"]) == ("holds", "fails"), (r["id"], good)
+        same = decide_claim(r["id"], u(yes), negative=u(yes), missing=miss)
+        assert same["verdict"] == "not measurable", (r["id"], same)   # holds on its negative too
+
+def test_follows_names_a_deciding_claim():
+    "A row that follows another names a row that itself follows nobody (one finding, one decider)."
+    reg = load_claims().set_index("id")
+    for id, f in reg.follows.items():
+        if f != "-": assert reg.loc[f, "follows"] == "-", (id, f)
