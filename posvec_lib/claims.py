@@ -27,7 +27,7 @@ def registry_path() -> Path:
     from importlib.resources import files
     return Path(str(files("posvec_lib") / "registry" / "claims.csv"))
 
-# %% ../nbs/11e_claims.ipynb #d8a57e7a
+# %% ../nbs/11e_claims.ipynb #2e6328a1
 _CONDITION = re.compile(r"^\s*(?:(?P<q>[A-Za-z_]\w*)\s+)?(?P<op>>=|<=|in)\s+(?P<rest>\S.*?)\s*$")
 RULE_OPS = (">=", "<=", "in")
 
@@ -104,7 +104,7 @@ def claim(id: str, registry=None) -> dict:
     raise ValueError(f"unknown claim id {id!r}; " + (f"close: {', '.join(close)}" if close else
                      f"ids are listed in {registry_path()}"))
 
-# %% ../nbs/11e_claims.ipynb #aef28ce3
+# %% ../nbs/11e_claims.ipynb #a194f38c
 def _table(measured: dict) -> dict:
     "{unit: {quantity: (value, noise)}} from that or from {unit: (value, noise)}."
     if not isinstance(measured, dict) or not measured:
@@ -133,7 +133,7 @@ def apply_rule(rule: str, measured: dict) -> tuple[bool | None, dict]:
                             else implies(_decide(c[0], m), _decide(c[1], m)) for c in mine)
     return decide_all(per.values()), per
 
-# %% ../nbs/11e_claims.ipynb #0854bd73
+# %% ../nbs/11e_claims.ipynb #1824b5c0
 def _learned(rule: str, measured: dict, null: dict) -> bool | None:
     "Is every trained quantity beyond the null's, in its condition's direction, past both noises?"
     t, z, out = _table(measured), _table(null), []
