@@ -180,9 +180,14 @@ class ControlledRecord(Record):
         super().__init__(artifact, profile, **kw)
         self.control = positive_control(profile) if control is None else control
 
-    def check(self, claim: str, verdict, *args, sanity: bool = False, ungated: bool = False, **kw):
+    def check(self, claim: str, verdict=..., *args, sanity: bool = False, ungated: bool = False,
+              **kw):
         "`Record.check`, with the control's verdict and values added unless `sanity` or `ungated`."
         if sanity or ungated: return super().check(claim, verdict, *args, sanity=sanity, **kw)
+        if kw.get("measured") is not None:      # the registry decides: the control is `positive`
+            return super().check(claim, verdict, *args,
+                                 **{"positive": self.control["holds"], **kw,
+                                    **control_values(self.control)})
         return super().check(claim, gated(verdict, self.control), *args,
                              **{**kw, **control_values(self.control)})
 
