@@ -247,6 +247,7 @@ def claims_table(records):
                         artifacts=", ".join(sorted({r["artifact"] for r in own})),
                         n_extensions=len(ext), extension_verdict=claim_verdict(ext),
                         kind=c["kind"], negative=c["negative"],
+                        sanity=c["negative"] == "sanity",
                         n_negative_holds=sum(r["null_verdict"] == "holds" for r in own),
                         learned=claim_verdict(learned) if learned else "",
                         follows="" if c["follows"] == "-" else c["follows"]))

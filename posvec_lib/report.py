@@ -121,9 +121,10 @@ def _split3(d) -> str:
 def headline(D) -> dict:
     "The headline's counts: registered claims checked on the paper's models, by verdict."
     t = D["claims"]
-    c = t[t.n_checks > 0]
+    c = t[(t.n_checks > 0) & ~t.sanity]
     return dict({v: int((c.verdict == v).sum()) for v in VERDICTS}, checked=len(c),
                 registered=len(t), checks=int(c.n_checks.sum()),
+                by_construction=int(t.sanity.sum()),
                 extensions=int(t.n_extensions.sum()), unregistered=D["unregistered"])
 
 def _claims_note(k) -> str:
@@ -131,6 +132,8 @@ def _claims_note(k) -> str:
     u, e = k["unregistered"], k["extensions"]
     return (f"{k['checked']} of {k['registered']} registered claims checked, "
             "each counted once over its checks"
+            + (f"; {k['by_construction']} true by construction (sanity checks, not counted)"
+               if k.get("by_construction") else "")
             + (f"; {e} extension check{'s' if e != 1 else ''} "
                "(models the paper does not make the claim about) counted apart" if e else "")
             + (f"; {sum(u.values())} checks name no claim id (unregistered: {u['holds']} hold, "
@@ -295,16 +298,18 @@ def claim_rows(D: dict) -> list[dict]:
     return sorted(rows, key=lambda x: (_natural(x["source"]), x["order"]))
 
 # %% ../nbs/11a_report.ipynb #1dbf70d3
-COUNT_COLUMNS = (*VERDICTS, "not checked", "checks", "on 2+ models", "extension checks")
+COUNT_COLUMNS = (*VERDICTS, "by construction", "not checked", "checks", "on 2+ models",
+                 "extension checks")
 
 def paper_counts(D: dict) -> dict:
     "Registered claims by paper: by verdict, unchecked, checks, on 2+ models, extensions."
     t, out = D["claims"], {}
     for p in PAPERS:
-        s = t[t.paper == p]
+        s, n_sanity = t[(t.paper == p) & ~t.sanity], int(t[t.paper == p].sanity.sum())
         c = s[s.n_checks > 0]
         out[p] = dict({v: int((c.verdict == v).sum()) for v in VERDICTS}, **{
-            "not checked": len(s) - len(c), "checks": int(s.n_checks.sum()),
+            "by construction": n_sanity, "not checked": len(s) - len(c),
+            "checks": int(s.n_checks.sum()),
             "on 2+ models": int((c.n_models >= 2).sum()),
             "extension checks": int(s.n_extensions.sum())})
     return out
