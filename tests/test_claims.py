@@ -9,8 +9,8 @@ def _is_check(n) -> bool:
     return (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "check"
             and isinstance(n.func.value, ast.Name) and n.func.value.id == "rec")
 
-def _checks(nb):
-    "Every `rec.check(...)` of an experiment notebook: (its first argument's text, its keywords)."
+def _checks(nb, args=False):
+    "Every `rec.check(...)` of a notebook: (its first argument's text, its keywords[, its args])."
     out = []
     for c in json.loads(nb.read_text())["cells"]:
         src = "".join(c["source"])
@@ -19,7 +19,7 @@ def _checks(nb):
         for n in ast.walk(ast.parse(code)):
             if _is_check(n):
                 kw = {k.arg: k.value for k in n.keywords if k.arg}
-                out.append((ast.unparse(n.args[0])[:80], kw))
+                out.append((ast.unparse(n.args[0])[:80], kw, *([n.args] if args else [])))
     return out
 
 def _experiments(root):
@@ -103,3 +103,25 @@ def test_follows_names_a_deciding_claim():
     reg = load_claims().set_index("id")
     for id, f in reg.follows.items():
         if f != "-": assert reg.loc[f, "follows"] == "-", (id, f)
+
+DECIDERS = {"decide", "decide_all", "decide_gap", "decide_accuracy", "decide_rows",
+            "decide_interval", "threshold_and_null", "exceeds", "beyond_null"}
+
+@pytest.mark.parametrize("nb", _experiments(ROOT), ids=lambda p: p.stem)
+def test_the_registry_decides(nb):
+    "A counted check passes measurements and its negative input; the notebook decides nothing."
+    sanity = lambda kw: isinstance(kw.get("sanity"), ast.Constant) and kw["sanity"].value is True
+    undecided = lambda a, kw: (len(a) > 1 and isinstance(a[1], ast.Constant) and a[1].value is None
+                               and "reason" in kw)        # not measurable, and why
+    bad = [c for c, kw, a in _checks(nb, args=True) if "id" in kw and not sanity(kw)
+           and ("threshold" in kw or not ("measured" in kw or "follows" in kw or undecided(a, kw)))]
+    assert not bad, f"{nb.stem}: checks decided in the notebook or with a threshold: {bad}"
+    calls = set()
+    for c in json.loads(nb.read_text())["cells"]:
+        if c["cell_type"] != "code": continue
+        code = "\n".join(l for l in "".join(c["source"]).splitlines()
+                         if not l.lstrip().startswith(("%", "!")))
+        calls |= {n.func.id if isinstance(n.func, ast.Name) else n.func.attr
+                  for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Call)
+                  and isinstance(n.func, (ast.Name, ast.Attribute))}
+    assert not calls & DECIDERS, f"{nb.stem} decides with {sorted(calls & DECIDERS)}"
