@@ -11,7 +11,7 @@ from .pose import check_choice
 
 # %% auto #0
 __all__ = ['PASSKEY_VARIANTS', 'passkey_prompt', 'passkey_min_length', 'first_integer', 'passkey_accuracy', 'candidate_logprobs',
-           'passkey_rank', 'passkey_accuracy_if_fits']
+           'passkey_rank', 'streaming_generate', 'passkey_accuracy_if_fits']
 
 # %% ../nbs/10d_passkey.ipynb #653196e6
 PASSKEY_VARIANTS = {
@@ -97,7 +97,8 @@ def _passkey_trials(tokenizer, length: int, trials: int, rng, variant: str, bos:
 @torch.no_grad()
 def passkey_accuracy(model, tokenizer, length: int, trials: int, seed: int = 0,
                      variant: str = "official", new_tokens: int = 10, batch_size: int = 8,
-                     bos: bool = True, exact: bool = False) -> dict:
+                     bos: bool = True, exact: bool = False, cache_size: int | None = None,
+                     n_sink: int = 4) -> dict:
     "Exact-match accuracy of greedy passkey retrieval at prompt `length` over `trials` random keys."
     keys, prompts = _passkey_trials(tokenizer, length, trials,
                                     np.random.default_rng([seed, length]), variant, bos, exact)
@@ -110,9 +111,14 @@ def passkey_accuracy(model, tokenizer, length: int, trials: int, seed: int = 0,
         for s in range(0, len(idx), batch_size):
             part = idx[s:s + batch_size]
             x = torch.stack([prompts[i] for i in part]).to(dev)
-            out = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=new_tokens,
-                                 do_sample=False, pad_token_id=tokenizer.pad_token_id,
-                                 eos_token_id=tokenizer.eos_token_id)
+            if cache_size is None:
+                out = model.generate(x, attention_mask=torch.ones_like(x),
+                                     max_new_tokens=new_tokens, do_sample=False,
+                                     pad_token_id=tokenizer.pad_token_id,
+                                     eos_token_id=tokenizer.eos_token_id)
+            else:                       # the rebuttal's baseline: a StreamingLLM window
+                out = streaming_generate(model, x, new_tokens, cache_size, n_sink,
+                                         tokenizer.eos_token_id, tokenizer.pad_token_id)
             for i, o in zip(part, out.cpu()):
                 answers[i] = tokenizer.decode(o[n:], skip_special_tokens=True)
     got = [first_integer(a) for a in answers]
@@ -178,6 +184,30 @@ def passkey_rank(model, tokenizer, length: int, trials: int, n_candidates: int =
                 rank_score_se=(float(score.std(ddof=1) / math.sqrt(len(score))) if trials > 1
                                else float("nan")),
                 top1=float((ranks == 1).mean()), chance_top1=1 / n_candidates)
+
+# %% ../nbs/10d_passkey.ipynb #2edfcc38
+@torch.no_grad()
+def streaming_generate(model, x: torch.Tensor, new_tokens: int, cache_size: int, n_sink: int = 4,
+                       eos_token_id: int | None = None,
+                       pad_token_id: int | None = None) -> torch.Tensor:
+    "Greedy `generate` of prompts x [B, T] through a StreamingLLM window of `cache_size` tokens."
+    if not 0 < n_sink < cache_size:
+        raise ValueError(f"need 0 < n_sink < cache_size, got n_sink={n_sink}, "
+                         f"cache_size={cache_size}")
+    model.eval()
+    x = x.to(next(model.parameters()).device)
+    done = torch.zeros(len(x), dtype=torch.bool, device=x.device)
+    pad = pad_token_id if pad_token_id is not None else eos_token_id
+    for _ in range(new_tokens):
+        w = (x if x.shape[1] <= cache_size else                   # sinks + the latest tokens
+             torch.cat([x[:, :n_sink], x[:, n_sink - cache_size:]], 1))
+        nxt = model(w, attention_mask=torch.ones_like(w)).logits[:, -1].argmax(-1)
+        if eos_token_id is not None:
+            nxt = torch.where(done, pad, nxt)
+            done |= nxt == eos_token_id
+        x = torch.cat([x, nxt[:, None]], 1)
+        if done.all(): break
+    return x
 
 # %% ../nbs/10d_passkey.ipynb #5bd2f742
 def passkey_accuracy_if_fits(model, tokenizer, length: int, trials: int, seed: int = 0,
