@@ -267,11 +267,14 @@ class Record:
         return v
 
     def _decide(self, id, measured, negative, positive, missing) -> dict:
-        "`claims.decide_claim`, zoo models this profile does not build explained, as JSON."
+        "`claims.decide_claim`, models this profile does not build or load explained, as JSON."
         from posvec_lib.claims import decide_claim
         from posvec_lib.variants import VARIANT_COLORS
-        absent = {m: f"not built at profile {self.profile.name}" for m in VARIANT_COLORS
-                  if m not in self.profile.zoo}
+        from posvec_lib.pretrained import PRETRAINED
+        P = self.profile
+        absent = {m: f"not built at profile {P.name}" for m in VARIANT_COLORS if m not in P.zoo}
+        absent |= {m: f"not loaded at profile {P.name} (it loads {P.pretrained_model})"
+                   for m in PRETRAINED if m != P.pretrained_model}
         d = decide_claim(id, measured, negative, positive, {**absent, **(missing or {})})
         pairs = lambda m: {str(u): ({q: [float(x) for x in p] for q, p in v.items()}
                                     if isinstance(v, dict) else [float(x) for x in v])
