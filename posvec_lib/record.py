@@ -295,6 +295,9 @@ class Record:
             raise ValueError(f"wall times {bad} do not belong in result.json; "
                              "use rec.timing(key, value)")
         write_json(self.dir / "result.json", res)
+        if getattr(self, "forward_log", None):
+            from posvec_lib.efficiency import forward_log_path, write_forward_log
+            write_forward_log(self.forward_log, forward_log_path(self.artifact))
         # the runner adds run.json, then swaps
         if os.environ.get("POSVEC_RUNNER_SWAPS") == "1": return self.dir / "result.json"
         swap_in(self.dir, self.final)
@@ -321,4 +324,8 @@ def start_artifact(artifact: str, profile: str | Profile = "cpu", overrides: dic
     sns.set_theme()
     P = get_profile(profile, **(overrides or {}))
     seed_everything(P.seed)
-    return P, (record or Record)(artifact, P, items=list(items))
+    rec = (record or Record)(artifact, P, items=list(items))
+    if os.environ.get("POSVEC_FORWARD_LOG"):     # benchmarks/eval_profile.py: log every forward
+        from posvec_lib.efficiency import ForwardLog
+        rec.forward_log = ForwardLog().__enter__()
+    return P, rec
