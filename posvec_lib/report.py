@@ -365,7 +365,8 @@ def _registry_md(t) -> list[str]:
             "only when the same rule fails on its negative input (the untrained copy, a negative "
             "control or a permutation); *learned* says whether the trained value lies beyond the "
             "untrained null's.", ""] + _md_table(
-        REGISTRY_HEADER, [[r.id, r.paper, _short(r.sentence), f"**{r.verdict}**",
+        REGISTRY_HEADER, [[r.id, r.paper, _short(r.sentence),
+                           f"**{r.verdict}**" + (f" (follows {r.follows})" if r.follows else ""),
                            f"{r.n_checks} ({r.n_holds} / {r.n_fails})", r.n_models,
                            f"{r.negative} ({r.n_negative_holds})", r.learned or "", r.artifacts,
                            f"{r.n_extensions}: {r.extension_verdict}" if r.n_extensions else ""]
