@@ -10,8 +10,9 @@ import posvec_lib
 from .stats import VERDICTS, decide, decide_all, implies, verdict_name
 
 # %% auto #0
-__all__ = ['CLAIM_COLUMNS', 'PAPERS', 'KINDS', 'NEGATIVES', 'RULE_OPS', 'registry_path', 'parse_rule', 'load_claims', 'claim',
-           'apply_rule', 'decide_claim', 'counted', 'claim_verdict', 'evidence', 'claims_table', 'unregistered']
+__all__ = ['CLAIM_COLUMNS', 'PAPERS', 'KINDS', 'NEGATIVES', 'RULE_OPS', 'PERMUTATION_LEVEL', 'registry_path', 'parse_rule',
+           'load_claims', 'claim', 'apply_rule', 'decide_claim', 'counted', 'claim_verdict', 'evidence', 'claims_table',
+           'unregistered']
 
 # %% ../nbs/11e_claims.ipynb #b1fa826b
 CLAIM_COLUMNS = ("id", "paper", "where", "sentence", "quantity", "comparison", "threshold",
@@ -147,6 +148,10 @@ def _learned(rule: str, measured: dict, null: dict) -> bool | None:
             out.append(None if v != v or w != w else decide(v - w, 0.0, math.hypot(n, s), op))
     return decide_all(out) if out else None
 
+def _undefined(m: dict) -> bool:
+    "Are all values of these measurements NaN (a negative input that measured nothing)?"
+    return all(v != v for x in _table(m).values() for v, _ in x.values())
+
 def _coverage(row: dict, measured: dict, missing: dict) -> dict:
     "The row's models of the kinds `measured` covers (zoo, other) left out, with their reasons."
     from posvec_lib.variants import VARIANT_COLORS as zoo
@@ -160,13 +165,36 @@ def _coverage(row: dict, measured: dict, missing: dict) -> dict:
                          "measure them or say why in missing={model: reason}")
     return {m: missing[m] for m in due}
 
-def decide_claim(id: str, measured: dict, negative: dict | None = None,
+PERMUTATION_LEVEL = 0.05
+
+def _on_negative(rule: str, negative) -> tuple[bool | None, dict]:
+    "The rule on the negative input; on a list of draws (permutations) it holds if > 5 % hold."
+    if isinstance(negative, dict): return apply_rule(rule, negative)[0], {}
+    draws = [apply_rule(rule, d)[0] for d in negative]
+    if not draws: raise ValueError("a negative input given as draws needs at least one")
+    share = sum(v is True for v in draws) / len(draws)
+    return share > PERMUTATION_LEVEL, dict(negative_draws=len(draws), negative_hold_share=share)
+
+# %% ../nbs/11e_claims.ipynb #dd1feaee
+def _paired(rule: str, measured: dict, null: dict) -> tuple[bool | None, list]:
+    "Per unit, the trained verdict where the null fails the rule or the unit is learned, else None."
+    per, demoted = [], []
+    for u, m in _table(measured).items():
+        p = apply_rule(rule, {u: m})[0]
+        if p is True and u in null:
+            n, le = apply_rule(rule, {u: null[u]})[0], _learned(rule, {u: m}, {u: null[u]})
+            if not (n is False or le is True): p = None; demoted.append(u)
+        per.append(p)
+    return decide_all(per), demoted
+
+def decide_claim(id: str, measured: dict, negative: dict | list | None = None,
                  positive: bool | None = True, missing: dict | None = None,
                  registry=None) -> dict:
     "A check of claim `id` decided by its registry row: verdict, present, null_verdict, learned."
     row = claim(id, registry)
-    present, per = apply_rule(row["rule"], measured)
-    out = dict(rule=row["rule"], present=verdict_name(present),
+    rule = row["rule"]
+    present, per = apply_rule(rule, measured)
+    out = dict(rule=rule, present=verdict_name(present),
                per_unit={u: verdict_name(v) for u, v in per.items()},
                missing=_coverage(row, measured, missing or {}))
     kind = row["negative"].split(":")[0].strip()
@@ -174,22 +202,24 @@ def decide_claim(id: str, measured: dict, negative: dict | None = None,
     if negative is None:
         raise ValueError(f"claim {id} is decided against its negative input ({row['negative']}); "
                          "pass negative={unit: (value, noise)} measured on it")
-    nv, nper = apply_rule(row["rule"], negative)
-    learned = _learned(row["rule"], measured, negative) if kind == "untrained" else None
-    out.update(null_verdict=verdict_name(nv), negative_input=row["negative"],
-               null_per_unit={u: verdict_name(v) for u, v in nper.items()},
-               **({"learned": verdict_name(learned)} if kind == "untrained" else {}))
+    nv, extra = _on_negative(rule, negative)
+    out.update(null_verdict=verdict_name(nv), negative_input=row["negative"], **extra)
+    undefined = isinstance(negative, dict) and _undefined(negative)
     verdict, reason = present, ""
+    if kind == "untrained" and isinstance(negative, dict):
+        out["learned"] = verdict_name(_learned(rule, measured, negative))
+        verdict, demoted = _paired(rule, measured, negative)
+        if demoted:
+            reason = (f"on {demoted} the untrained null meets the rule too (or is within its "
+                      "noise) and the trained value is not beyond it: not evidence there")
     if positive is not True:
         verdict, reason = None, "its positive control did not work"
-    elif present is True and nv is True:
+    elif undefined and present is not False:
+        verdict, reason = None, f"its negative input ({row['negative']}) measured nothing (NaN)"
+    elif kind != "untrained" and present is True and nv is True:
         verdict = None
         reason = f"it holds on its negative input ({row['negative']}) as well: not evidence"
-    elif present is True and nv is None and learned is not True:
-        verdict = None
-        reason = (f"on its negative input ({row['negative']}) the rule is within the noise: "
-                  "the check is not shown to fail there")
-    elif present is False and nv is True and kind != "untrained":
+    elif kind == "control" and present is False and nv is True:
         verdict, reason = None, f"its negative control ({row['negative']}) passes the rule"
     return dict(out, verdict=verdict_name(verdict), **({"reason": reason} if reason else {}))
 

@@ -253,7 +253,15 @@ class Record:
         elif id:
             # lazily: only a check naming an id needs the registry
             from posvec_lib.claims import claim as registered
-            registered(id)
+            row = registered(id)
+            by_construction = row["negative"] == "sanity"
+            if sanity and not by_construction:
+                raise ValueError(f"check {claim!r}: claim {id} is not true by construction (its "
+                                 f"negative is {row['negative']!r}); it cannot be a sanity check")
+            if not by_construction and not (verdict is None and ("reason" in values
+                                                                 or "follows" in values)):
+                raise ValueError(f"check {claim!r} of claim {id}: the registry decides; pass "
+                                 "measured= and negative=, or verdict None with a reason=")
         v = (("holds" if bool(verdict) else "fails") if hasattr(verdict, "item")
              else verdict_name(verdict))
         self.claims.append(dict(claim=claim, verdict=v, source=source, values=values,
