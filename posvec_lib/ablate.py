@@ -14,17 +14,20 @@ from tqdm.auto import tqdm
 from .trace import decoder_layers, hooks
 from .decompose import StreamingMoments, PositionalVectors, positional_vectors
 from .attention import (attention_by_distance, sink_share, uniform_sink_share,
-                                  sink_x_uniform, sink_excess, decay_ratio, mean_attention)
+                                  sink_x_uniform, sink_excess, decay_ratio, mean_attention,
+                                  sink_and_decay, strongest_sink, geometric_mean)
 from .evaluate import token_nll, ppl_ratio_ci
 from .stats import exceeds
 
 # %% auto #0
-__all__ = ['WHERES', 'REMOVALS', 'LOCAL_CONTEXT', 'InputVectors', 'attention_input_vectors', 'ablate', 'position_sets',
-           'scored_positions', 'vector_similarity', 'ablation_effect', 'ablation_table', 'attention_share',
-           'parts_half_width', 'part_similarities', 'similarity_gap', 'excess_left', 'excess_left_parts',
-           'initial_dominates', 'initial_dominates_ci', 'removal_asymmetry', 'asymmetry_null', 'most_harmful',
-           'least_similar_rival', 'receptive_field', 'reach_bound', 'shifted_samples', 'distinct_positions',
-           'positional_logits', 'rope_rotate', 'toy_attention']
+__all__ = ['WHERES', 'REMOVALS', 'LOCAL_CONTEXT', 'NULL_COLS', 'InputVectors', 'attention_input_vectors', 'ablate',
+           'position_sets', 'scored_positions', 'vector_similarity', 'ablation_effect', 'ablation_table',
+           'attention_share', 'parts_half_width', 'part_similarities', 'similarity_gap', 'excess_left',
+           'excess_left_parts', 'initial_dominates', 'initial_dominates_ci', 'removal_asymmetry', 'asymmetry_null',
+           'most_harmful', 'least_similar_rival', 'ppl_pair', 'facing', 'initial_dominance', 'harm_rival', 'harm_gap',
+           'simi_rival_gap', 'ratio_quotient', 'own_ablation_table', 'ablation_null', 'attention_null',
+           'receptive_field', 'reach_bound', 'shifted_samples', 'distinct_positions', 'positional_logits',
+           'rope_rotate', 'toy_attention']
 
 # %% ../nbs/06a_ablate.ipynb #b3415d2f
 WHERES = ("pre_norm", "post_norm")
@@ -327,6 +330,99 @@ def least_similar_rival(table: pd.DataFrame, target: tuple[str, str]) -> tuple[s
     t = table.set_index(["removal", "positions"])
     return min((ix for ix in t.index if ix[0] != "original" and ix != target),
                key=lambda ix: t.simi[ix])
+
+# %% ../nbs/06a_ablate.ipynb #b0188700
+def ppl_pair(row) -> tuple[float, float]:
+    "A table row's PPL ratio and its noise, the larger half of its 95% bootstrap interval."
+    v = float(row.ppl_ratio)
+    return (v, max(float(row.ppl_ratio_hi) - v, v - float(row.ppl_ratio_lo), 0.0))
+
+# %% ../nbs/06a_ablate.ipynb #00b6695e
+def facing(v: float, lo: float, hi: float, bound: float) -> tuple[float, float]:
+    "(v, the half of [lo, hi] facing `bound`): beyond it exactly when [lo, hi] is on one side."
+    return (float(v), float(v - lo) if v >= bound else float(hi - v))
+
+# %% ../nbs/06a_ablate.ipynb #d48e5011
+def initial_dominance(t: pd.DataFrame, removal: str, positions: tuple[str, str],
+                      bounds: dict) -> dict:
+    "A-initial-ppl's (value, noise) of `removal`: ratio at `positions[0]`, increase over [1]'s."
+    i, l = t.loc[(removal, positions[0])], t.loc[(removal, positions[1])]
+    fl = ppl_pair(l)[1]
+    over = lambda a, b: (a - 1) / max(b - 1, fl) if max(b - 1, fl) > 0 else float("nan")
+    ends = [over(a, b) for a in (i.ppl_ratio_lo, i.ppl_ratio_hi)
+            for b in (l.ppl_ratio_lo, l.ppl_ratio_hi)]
+    return dict(initial=facing(i.ppl_ratio, i.ppl_ratio_lo, i.ppl_ratio_hi, bounds["initial"]),
+                initial_over_later=facing(over(i.ppl_ratio, l.ppl_ratio), min(ends), max(ends),
+                                          bounds["initial_over_later"]))
+
+# %% ../nbs/06a_ablate.ipynb #8df5aaa9
+def harm_rival(t: pd.DataFrame, target: tuple[str, str]) -> tuple[str, str]:
+    "The most harmful removal of table `t` (highest PPL ratio) other than `target`."
+    return t.ppl_ratio.drop([("original", "-"), target]).idxmax()
+
+def harm_gap(t: pd.DataFrame, target: tuple[str, str]) -> dict:
+    "log PPL ratio of `target` minus `harm_rival`'s; noise: the intervals' facing half-widths."
+    lg = lambda ix: np.log([float(t.ppl_ratio[ix]), float(t.ppl_ratio_lo[ix]),
+                            float(t.ppl_ratio_hi[ix])])
+    (b, bl, bh), (w, wl, wh) = lg(target), lg(harm_rival(t, target))
+    return {"value": (b - w, (b - bl) + (wh - w) if b > w else (bh - b) + (w - wl))}
+
+def simi_rival_gap(t: pd.DataFrame, target: tuple[str, str]) -> dict:
+    "simi(`least_similar_rival`) − simi(`target`) of one table, without noise."
+    rv = least_similar_rival(t.reset_index(), target)
+    return {"value": (float(t.simi[rv] - t.simi[target]), 0.0)}
+
+# %% ../nbs/06a_ablate.ipynb #0adc3c4a
+def ratio_quotient(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
+    "(a/b, its noise) of two (value, noise) pairs: relative noises added in quadrature."
+    q = a[0] / b[0]
+    return (float(q), float(abs(q) * math.hypot(a[1] / a[0], b[1] / b[0])))
+
+# %% ../nbs/06a_ablate.ipynb #e83ee570
+def own_ablation_table(model, sets: dict, pv_samples, ppl_samples, where: str = "pre_norm",
+                       scored: range | None = None, batch_size: int = 16,
+                       ref: InputVectors | None = None, removals=REMOVALS) -> pd.DataFrame:
+    "`ablation_table` of `model` against its own reference vectors (measured unless `ref`)."
+    if ref is None: ref = attention_input_vectors(model, pv_samples, where, batch_size)
+    pv0 = positional_vectors(model, pv_samples, batch_size, progress=False)
+    return ablation_table(model, sets, ref, pv0, pv_samples, ppl_samples, removals,
+                          batch_size=batch_size, scored=scored)
+
+NULL_COLS = ("ppl_ratio", "ppl_ratio_lo", "ppl_ratio_hi", "simi", "simi_centred")
+
+def ablation_null(model, table: pd.DataFrame, sets: dict, pv_samples, ppl_samples, seeds,
+                  where: str = "pre_norm", scored: range | None = None, batch_size: int = 16,
+                  removals=REMOVALS) -> list[pd.DataFrame]:
+    "`own_ablation_table`'s `NULL_COLS` per untrained copy, indexed like `table` [seeds]."
+    from posvec_lib.null import null_values
+    def measure(m, x):
+        t = own_ablation_table(m, sets, *x, where, scored, batch_size, removals=removals)
+        return {c: t[c].to_numpy() for c in NULL_COLS}
+    nt = null_values(measure, model, (pv_samples, ppl_samples), seeds)
+    keys = table[["removal", "positions"]]
+    return [keys.assign(**{c: nt[c][i] for c in NULL_COLS}).set_index(["removal", "positions"])
+            for i in range(len(seeds))]
+
+# %% ../nbs/06a_ablate.ipynb #d0687130
+def attention_null(model, samples, conds, where: str = "pre_norm", layers=None, far=None,
+                   map_layer: int = 0, floor: float | None = None, batch_size: int = 8,
+                   ref_batch_size: int = 16) -> dict:
+    "Sink, decay and map of `model` (samples: (pv, attention)), and the excess each removal leaves."
+    pv_x, att_x = samples
+    A0 = mean_attention(model, att_x, batch_size, progress=False, layers=layers)  # [L, H, T, T]
+    out = sink_and_decay(A0, far=far, floor=floor) | {"map": A0[map_layer].mean(0)}
+    s0, ref = strongest_sink(A0, 4), attention_input_vectors(model, pv_x, where, ref_batch_size)
+    for c, r in conds:
+        with ablate(model, r, None, ref, targets=("q", "k")):
+            A = mean_attention(model, att_x, batch_size, progress=False, layers=layers)
+        se = sink_excess(A)                                                    # [L, H]
+        out[f"sink_strongest {c}"] = excess_left(out["sink_strongest"],
+                                                 float(se[s0["layer"], s0["head"]]))
+        out[f"sink_mean {c}"] = excess_left(out["sink_mean"], float(se.mean()))
+        out[f"decay_ratio {c}"] = excess_left(out["decay_ratio"],
+                                              geometric_mean(decay_ratio(A, far=far), floor),
+                                              log=True)
+    return out
 
 # %% ../nbs/06a_ablate.ipynb #43b92427
 def receptive_field(layer: int, window: int) -> int:

@@ -13,7 +13,7 @@ from .stats import decide, decide_all, as_verdict
 
 # %% auto #0
 __all__ = ['NULL_SEED_BASE', 'null_seeds', 'untrained_copy', 'null_values', 'null_interval', 'beyond_null', 'null_row',
-           'threshold_and_null', 'check_values']
+           'threshold_and_null', 'check_values', 'null_pair', 'table_null']
 
 # %% ../nbs/05b_null.ipynb #85e1405d
 NULL_SEED_BASE = 10_000
@@ -101,3 +101,18 @@ def check_values(rows, label="variant") -> dict:
                                for k, a, b in zip(keys, rows.null_lo, rows.null_hi)},
                 beyond_null={k: as_verdict(v) for k, v in zip(keys, rows.beyond_null)},
                 n_null_seeds=int(rows.n_seeds.max()) if len(rows) else 0)
+
+# %% ../nbs/05b_null.ipynb #aaf5517d
+def null_pair(values) -> tuple[float, float]:
+    "One quantity's untrained null: its mean and 95% prediction half-width over the init seeds."
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    if len(v) < 2: return (float("nan"), float("nan"))
+    iv = null_interval(0.0, v)
+    return (iv["null"], iv["null_hi"] - iv["null"])
+
+# %% ../nbs/05b_null.ipynb #35d82118
+def table_null(f, tables) -> dict:
+    "The untrained null of `f` (table → {quantity: (value, noise)}) over the copies' `tables`."
+    per = [f(t) for t in tables]
+    return {q: null_pair([p[q][0] for p in per]) for q in per[0]}
