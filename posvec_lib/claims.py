@@ -175,7 +175,7 @@ def _on_negative(rule: str, negative) -> tuple[bool | None, dict]:
     share = sum(v is True for v in draws) / len(draws)
     return share > PERMUTATION_LEVEL, dict(negative_draws=len(draws), negative_hold_share=share)
 
-# %% ../nbs/11e_claims.ipynb #dd1feaee
+# %% ../nbs/11e_claims.ipynb #4c8c7286
 def _paired(rule: str, measured: dict, null: dict) -> tuple[bool | None, list]:
     "Per unit, the trained verdict where the null fails the rule or the unit is learned, else None."
     per, demoted = [], []
