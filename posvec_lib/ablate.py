@@ -12,7 +12,8 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 from .trace import decoder_layers, hooks
-from .decompose import StreamingMoments, PositionalVectors, positional_vectors
+from .decompose import (StreamingMoments, PositionalVectors, positional_vectors,
+                                  t_half_width)
 from .attention import (attention_by_distance, sink_share, uniform_sink_share,
                                   sink_x_uniform, sink_excess, decay_ratio, mean_attention,
                                   sink_and_decay, strongest_sink, geometric_mean)
@@ -220,11 +221,10 @@ def attention_share(model, samples: torch.Tensor, keys, queries, batch_size: int
 # %% ../nbs/06a_ablate.ipynb #f909d57f
 def parts_half_width(values, level: float = 0.95) -> float:
     "Half-width of the `level` t interval of the mean of k ≥ 4 disjoint parts' values (k − 1 df)."
-    from scipy import stats
     v = np.asarray(values, float)
     if len(v) < 4 or not np.isfinite(v).all():
         raise ValueError(f"need ≥ 4 finite part values, got {v}")
-    return float(stats.t.ppf((1 + level) / 2, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v)))
+    return float(t_half_width(v, level))
 
 def part_similarities(model, ref: InputVectors, samples: torch.Tensor, sets: dict,
                       removals=REMOVALS, batch_size: int = 16, n_parts: int = 4) -> pd.DataFrame:

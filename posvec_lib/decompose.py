@@ -13,8 +13,8 @@ from .trace import run_with_cache, decoder_layers, hooks, as_token_batch, check_
 
 # %% auto #0
 __all__ = ['StreamingMoments', 'PositionalVectors', 'positional_vectors', 'semantic_vectors', 'cosine_matrix',
-           'position_similarity', 'anchor_ratio', 'combine', 'anchor_ratio_split', 'pca', 'positional_pca',
-           'pc1_position_rho', 'spread_evenness', 'pca_panel', 'quarter_vectors', 'formation_measures']
+           'position_similarity', 'anchor_ratio', 'combine', 't_half_width', 'anchor_ratio_split', 'pca',
+           'positional_pca', 'pc1_position_rho', 'spread_evenness', 'pca_panel', 'part_vectors', 'formation_measures']
 
 # %% ../nbs/05_decompose.ipynb #7adad5c7
 class StreamingMoments:
@@ -125,29 +125,42 @@ def anchor_ratio(pv: PositionalVectors, n_initial: int = 4, bos: bool = True,
     return r
 
 # %% ../nbs/05_decompose.ipynb #1f9f6c20
-def combine(a: PositionalVectors, b: PositionalVectors) -> PositionalVectors:
-    "The positional vectors of the union of two disjoint sample sets, from those of each (exact)."
-    if a.p.shape != b.p.shape:
-        raise ValueError(f"cannot combine positional vectors of shapes {tuple(a.p.shape)} "
-                         f"and {tuple(b.p.shape)}")
-    n = a.n_samples + b.n_samples
-    p = (a.p * a.n_samples + b.p * b.n_samples) / n
+def combine(*parts: PositionalVectors) -> PositionalVectors:
+    "The positional vectors of the union of disjoint sample sets, from those of each (exact)."
+    if not parts: raise ValueError("combine needs at least one set of positional vectors")
+    for b in parts[1:]:
+        if b.p.shape != parts[0].p.shape:
+            raise ValueError(f"cannot combine positional vectors of shapes "
+                             f"{tuple(parts[0].p.shape)} and {tuple(b.p.shape)}")
+    n = sum(x.n_samples for x in parts)
+    p = sum(x.p * x.n_samples for x in parts) / n
     e2 = lambda x: x.total_var + (x.u ** 2).sum(-1)                       # E|h|^2 per layer
-    return PositionalVectors(p, n, (e2(a) * a.n_samples + e2(b) * b.n_samples) / n
+    return PositionalVectors(p, n, sum(e2(x) * x.n_samples for x in parts) / n
                              - (p.mean(1) ** 2).sum(-1))
+
+# %% ../nbs/05_decompose.ipynb #b2e1d3f4
+def t_half_width(values, level: float = 0.95) -> np.ndarray:
+    "Half-width of the `level` t interval of the mean of k ≥ 2 parts' values [k, ...] (k − 1 df)."
+    from scipy import stats
+    v = np.asarray(values, float)
+    if len(v) < 2 or not np.isfinite(v).all():
+        raise ValueError(f"need ≥ 2 finite part values along axis 0, got {v}")
+    return stats.t.ppf((1 + level) / 2, len(v) - 1) * v.std(0, ddof=1) / np.sqrt(len(v))
 
 # %% ../nbs/05_decompose.ipynb #9fd31fb6
 def anchor_ratio_split(parts: list, n_initial: int = 4,
                        bos: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    "Cross-fitted anchor ratio per layer from quarters [q1, q2, q3, q4] of one model, and noise."
-    if len(parts) != 4:
-        raise ValueError(f"anchor_ratio_split needs 4 disjoint sample sets (quarters), "
-                         f"got {len(parts)}")
-    q1, q2, q3, q4 = parts
-    value = anchor_ratio(combine(q1, q2), n_initial, bos, replicate=combine(q3, q4))
-    e1, e2 = (anchor_ratio(q1, n_initial, bos, replicate=q3),
-              anchor_ratio(q2, n_initial, bos, replicate=q4))
-    return value, (e1 - e2).abs() / 2
+    "Cross-fitted anchor ratio per layer from k (even, ≥ 4) disjoint sample sets, its 95% noise."
+    k = len(parts)
+    if k < 4 or k % 2:
+        raise ValueError(f"anchor_ratio_split needs an even number ≥ 4 of disjoint sample sets, "
+                         f"got {k}")
+    h = k // 2
+    value = anchor_ratio(combine(*parts[:h]), n_initial, bos, replicate=combine(*parts[h:]))
+    # [k/2, L]: part i cross-fitted with part h + i, disjoint pairs
+    pairs = torch.stack([anchor_ratio(parts[i], n_initial, bos, replicate=parts[h + i])
+                         for i in range(h)])
+    return value, torch.from_numpy(t_half_width(pairs.numpy()))
 
 # %% ../nbs/05_decompose.ipynb #01c9c207
 def pca(x: torch.Tensor, k: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
@@ -205,26 +218,23 @@ def pca_panel(ax, pv: PositionalVectors, layer: int, title: str, skip: int = 1, 
     return sc
 
 # %% ../nbs/05_decompose.ipynb #340e1013
-def quarter_vectors(model, samples: torch.Tensor, batch_size: int = 32) -> list:
-    "Positional vectors of `model` on four disjoint quarters of `samples` [N, T], N ≥ 4."
+def part_vectors(model, samples: torch.Tensor, k: int = 8, batch_size: int = 32) -> list:
+    "Positional vectors of `model` on `k` disjoint parts of `samples` [N, T], N ≥ k."
     samples = as_token_batch(samples, "samples", model)
-    if len(samples) < 4:
-        raise ValueError(f"quarters need at least 4 samples, got {len(samples)}")
+    if len(samples) < k:
+        raise ValueError(f"{k} parts need at least {k} samples, got {len(samples)}")
     return [positional_vectors(model, x, batch_size=batch_size, progress=False)
-            for x in samples.tensor_split(4)]
+            for x in samples.tensor_split(k)]
 
-def formation_measures(quarters: list, n_initial: int = 5) -> dict:
-    "Per layer [L]: anchor ratio, |ρ(PC1, t)| and spread evenness of t ≥ `n_initial`, with noise."
-    ar, ar_noise = anchor_ratio_split(quarters, n_initial)
-    halves = [combine(*quarters[:2]), combine(*quarters[2:])]
-    full, L = combine(*halves), quarters[0].p.shape[0]
-    # [3, L]
-    rho = np.array([[abs(pc1_position_rho(x, l, n_initial)) for l in range(L)]
-                    for x in (full, *halves)])
-    # [3, L]: the halves, then q1 with q3 and q2 with q4
-    q1, q2, q3, q4 = quarters
-    ev = np.array([[spread_evenness(a, b, l, n_initial) for l in range(L)]
-                   for a, b in (halves, (q1, q3), (q2, q4))])
-    return dict(anchor_ratio=ar.numpy(), anchor_ratio_noise=ar_noise.numpy(), rho=rho[0],
-                rho_noise=np.abs(rho[1] - rho[2]) / 2, spread=ev[0],
-                spread_noise=np.abs(ev[1] - ev[2]) / 2)
+def formation_measures(parts: list, n_initial: int = 5) -> dict:
+    "Per layer [L]: anchor ratio, |ρ(PC1, t)|, spread evenness of t ≥ `n_initial`, 95% noise."
+    ar, ar_noise = anchor_ratio_split(parts, n_initial)              # k even, ≥ 4
+    h, L = len(parts) // 2, parts[0].p.shape[0]
+    a, b = combine(*parts[:h]), combine(*parts[h:])
+    rho = lambda x: [abs(pc1_position_rho(x, l, n_initial)) for l in range(L)]
+    even = lambda x, y: [spread_evenness(x, y, l, n_initial) for l in range(L)]
+    rho_k = np.array([rho(x) for x in parts])                         # [k, L]
+    even_k = np.array([even(parts[i], parts[h + i]) for i in range(h)])   # [k/2, L]
+    return dict(anchor_ratio=ar.numpy(), anchor_ratio_noise=ar_noise.numpy(),
+                rho=np.array(rho(combine(a, b))), rho_noise=t_half_width(rho_k),
+                spread=np.array(even(a, b)), spread_noise=t_half_width(even_k))
