@@ -233,8 +233,9 @@ def formation_measures(parts: list, n_initial: int = 5) -> dict:
     a, b = combine(*parts[:h]), combine(*parts[h:])
     rho = lambda x: [abs(pc1_position_rho(x, l, n_initial)) for l in range(L)]
     even = lambda x, y: [spread_evenness(x, y, l, n_initial) for l in range(L)]
-    rho_k = np.array([rho(x) for x in parts])                         # [k, L]
-    even_k = np.array([even(parts[i], parts[h + i]) for i in range(h)])   # [k/2, L]
+    # [k/2, L]: per disjoint pair, part i with part h + i (ρ on their union; one PCA per pair)
+    rho_k = np.array([rho(combine(parts[i], parts[h + i])) for i in range(h)])
+    even_k = np.array([even(parts[i], parts[h + i]) for i in range(h)])
     return dict(anchor_ratio=ar.numpy(), anchor_ratio_noise=ar_noise.numpy(),
                 rho=np.array(rho(combine(a, b))), rho_noise=t_half_width(rho_k),
                 spread=np.array(even(a, b)), spread_noise=t_half_width(even_k))
