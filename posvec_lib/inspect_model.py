@@ -80,9 +80,9 @@ def measure(model, samples: torch.Tensor, n_initial: int = 4, n_attention: int =
     "Positional vectors, anchor ratio, sinks and decay of `model` on `samples` [N, T], with noise."
     N, T = samples.shape
     parts = [positional_vectors(model, x, batch_size, progress=progress)
-             for x in samples.tensor_split(4 if N >= 4 else 2)]
-    if len(parts) == 4:
-        pv = combine(combine(parts[0], parts[1]), combine(parts[2], parts[3]))
+             for x in samples.tensor_split(8 if N >= 8 else 4 if N >= 4 else 2)]
+    if len(parts) >= 4:                          # t noise over the k/2 cross-fitted pairs
+        pv = combine(*parts)
         ar, ar_noise = anchor_ratio_split(parts, n_initial, bos)
     else:
         pv, ar = combine(*parts), anchor_ratio(parts[0], n_initial, bos, replicate=parts[1])
@@ -328,14 +328,14 @@ def _report(r: InspectResult, files: dict) -> str:
     return "\n".join(md + [f"![{k}]({f})\n" for k, f in files.items() if f.endswith(".png")])
 
 # %% ../nbs/13_inspect.ipynb #64f2f9d3
-NOISE_MIN = dict(samples=8, attention_samples=4)     # ≥ 2 windows per quarter / per half
+NOISE_MIN = dict(samples=8, attention_samples=4)     # 8 parts (4 pairs) / ≥ 2 windows per half
 
 def noise_basis(n: int, n_attention: int) -> str | None:
     "None when every ± rests on ≥ 2 windows per part, else a label saying it does not."
     na = min(n_attention, n)
     if n >= NOISE_MIN["samples"] and na >= NOISE_MIN["attention_samples"]: return None
     return (f"not a noise estimate: the ± rest on {n // 4 if n >= 4 else n // 2} window(s) per "
-            f"part of {n} (anchor ratio) and {max(na // 2, 1)} per half of {na} (sinks, decay); "
+            f"part of {n}, one or two pairs (anchor ratio) and {max(na // 2, 1)} per half of {na} (sinks, decay); "
             f"give --samples ≥ {NOISE_MIN['samples']} and --attention-samples ≥ "
             f"{NOISE_MIN['attention_samples']}")
 
@@ -465,7 +465,7 @@ def add_inspect_parser(sub):
     p.add_argument("--length", type=int, default=256, help="tokens per window (default 256)")
     p.add_argument("--samples", type=int, default=32,
                    help=f"number of windows (default 32, ≥ 2); the ± need ≥ "
-                        f"{NOISE_MIN['samples']} (2 per quarter), the report labels them below")
+                        f"{NOISE_MIN['samples']} (8 parts), the report labels them below")
     p.add_argument("--layers", default=None,
                    help="0-based layers for the PCA panels, comma-separated (default: first, "
                         "middle, last)")
