@@ -287,8 +287,9 @@ class Record:
         pairs = lambda m: {str(u): ({q: [float(x) for x in p] for q, p in v.items()}
                                     if isinstance(v, dict) else [float(x) for x in v])
                            for u, v in m.items()}
-        return dict(d, measured=pairs(measured),
-                    **({"negative": pairs(negative)} if negative is not None else {}))
+        neg = (None if negative is None else pairs(negative) if isinstance(negative, dict)
+               else [pairs(x) for x in negative])                   # permutation draws: a list
+        return dict(d, measured=pairs(measured), **({"negative": neg} if neg is not None else {}))
 
     def save(self, **extra) -> Path:
         "Write timing.json, then result.json (atomically, last): the artifact's completion marker."
