@@ -20,8 +20,8 @@ __all__ = ['RESOLVING_ERROR', 'SIMI_REL_IN_DISTRIBUTION', 'IN_WINDOW_LEVEL', 'SH
            'window_similarity', 'identification_error', 'ratio_from_matches', 'effective_ratio',
            'same_position_similarity', 'same_position_level', 'resolving_layers', 'ratio_over_layers', 'ratio_close_to',
            'ratio_matches_factor', 'relative_similarity', 'nearest_distance', 'in_window_share', 'group_vectors',
-           'pooled', 'groups_interval', 'share_interval', 'interval_means', 'sink_by_position', 'positional_logits',
-           'logits_similarity', 'sink_fade']
+           'pooled', 'groups_interval', 'share_interval', 'share_gap_draws', 'interval_means', 'sink_by_position',
+           'positional_logits', 'logits_similarity', 'sink_fade']
 
 # %% ../nbs/07b_beyond.ipynb #9c8c2f53
 def _fingerprint(model) -> dict:
@@ -264,6 +264,22 @@ def share_interval(rep_groups, ref_groups, C: int, T: int | None = None, start: 
                         ref_groups, layer=layer, n_resamples=n_resamples, seed=seed)
     return dict(share=r["value"], lo=r["lo"], hi=r["hi"], noise=r["noise"], n_groups=r["n_groups"],
                 in_distribution=decide(r["value"], threshold, r["noise"]))
+
+# %% ../nbs/07b_beyond.ipynb #3d93f6c9
+def share_gap_draws(a: tuple, b: tuple, C: int, T: int | None = None, n_draws: int = 200,
+                    seed: int = 0, layer: int = -1) -> list[float]:
+    "share(a) − share(b), a / b = (replicate, reference) equal groups, labels swapped per group."
+    def stack(gs): return torch.stack([_pv(x)[layer] for x in gs])             # [G, T, d]
+    (ar, af), (br, bf) = ((stack(x), stack(y)) for x, y in (a, b))
+    if not ar.shape[0] == af.shape[0] == br.shape[0] == bf.shape[0]:
+        raise ValueError("a and b need the same number of paired groups in both sample sets")
+    share = lambda r, f: in_window_share(r.mean(0)[None], f.mean(0)[None], C, T, layer=0)
+    g, out = torch.Generator().manual_seed(seed), []
+    for _ in range(n_draws):
+        s = torch.rand(ar.shape[0], generator=g)[:, None, None] < 0.5        # [G, 1, 1] swapped
+        out.append(share(torch.where(s, br, ar), torch.where(s, bf, af))
+                   - share(torch.where(s, ar, br), torch.where(s, af, bf)))
+    return out
 
 # %% ../nbs/07b_beyond.ipynb #4721aac0
 def interval_means(x: torch.Tensor, C: int, edges=(0, 1, 1.5, 2), skip: int = 0) -> dict:

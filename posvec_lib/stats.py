@@ -12,7 +12,7 @@ from scipy.stats import norm
 __all__ = ['VERDICTS', 'verdict_name', 'decide', 'split_half_noise', 'decide_all', 'binomial_noise', 'mc_noise', 'mean_se',
            'pooled_accuracy', 'decide_accuracy', 'implies', 'as_verdict', 'decide_rows', 'decide_gap',
            'decide_interval', 'exceeds', 'ordered_beyond_noise', 'rank_correlation', 'permutation_spearman',
-           'reason_or_note']
+           'label_permutations', 'reason_or_note']
 
 # %% ../nbs/00c_stats.ipynb #39425a4b
 VERDICTS = ("holds", "fails", "not measurable")
@@ -141,6 +141,18 @@ def permutation_spearman(a, b) -> tuple[float, float, float]:
     null = np.array([rank_correlation(a, [b[i] for i in p])
                      for p in itertools.permutations(range(len(b)))])
     return rho, float((null <= rho + 1e-9).mean()), float((null >= rho - 1e-9).mean())
+
+# %% ../nbs/00c_stats.ipynb #71ac67fa
+def label_permutations(names, cap: int = 720, seed: int = 0) -> list[dict]:
+    "Reassignments {name: the name whose value it takes}: all n! orders, or `cap` seeded draws."
+    import itertools
+    names = list(names)
+    if math.factorial(len(names)) <= cap:
+        orders = itertools.permutations(range(len(names)))
+    else:
+        rng = np.random.default_rng(seed)
+        orders = (rng.permutation(len(names)) for _ in range(cap))
+    return [dict(zip(names, (names[i] for i in o))) for o in orders]
 
 # %% ../nbs/00c_stats.ipynb #fa1a6da3
 def reason_or_note(verdict: bool | None, *texts) -> dict:
