@@ -21,7 +21,7 @@ from .evaluate import token_nll, ppl_ratio_ci
 from .stats import exceeds
 
 # %% auto #0
-__all__ = ['WHERES', 'REMOVALS', 'LOCAL_CONTEXT', 'NULL_COLS', 'InputVectors', 'attention_input_vectors', 'ablate',
+__all__ = ['WHERES', 'REMOVALS', 'LOCAL_CONTEXT', 'NULL_COLS', 'InputVectors', 'attention_input_vectors', 'ablate', 'random_like',
            'position_sets', 'scored_positions', 'vector_similarity', 'ablation_effect', 'ablation_table',
            'attention_share', 'parts_half_width', 'part_similarities', 'similarity_gap', 'excess_left',
            'excess_left_parts', 'initial_dominates', 'initial_dominates_ci', 'removal_asymmetry', 'asymmetry_null',
@@ -128,6 +128,14 @@ def ablate(model, removal: str, positions=None, ref: InputVectors | None = None,
     finally:
         resid.clear()
         edited.clear()
+
+# %% ../nbs/06a_ablate.ipynb #20e572fb
+def random_like(ref: InputVectors, seed: int = 0) -> InputVectors:
+    "Random vectors with the norm of p at every layer and position: a control for removing p."
+    g = torch.Generator().manual_seed(seed)
+    r = torch.randn(tuple(ref.p.shape), generator=g, dtype=torch.float64)     # [L, T, d]
+    r = r / r.norm(dim=-1, keepdim=True) * ref.p.detach().cpu().norm(dim=-1, keepdim=True)
+    return InputVectors(r.to(ref.p.device), ref.n_samples, ref.total_var, ref.where)
 
 # %% ../nbs/06a_ablate.ipynb #34484fa7
 def position_sets(C: int, n_initial: int = 5) -> dict[str, range]:
