@@ -187,6 +187,20 @@ def _paired(rule: str, measured: dict, null: dict) -> tuple[bool | None, list]:
         per.append(p)
     return decide_all(per), demoted
 
+def _by_model(rule: str, measured: dict, control: dict) -> tuple[bool | None, list]:
+    "Per unit, the trained verdict unless the same model's control units meet the rule too."
+    model = lambda u: str(u).split("/")[0]
+    groups = {}
+    for u, m in _table(control).items(): groups.setdefault(model(u), {})[u] = m
+    every = apply_rule(rule, control)[0]
+    per, blocked = [], []
+    for u, m in _table(measured).items():
+        p = apply_rule(rule, {u: m})[0]
+        n = apply_rule(rule, groups[model(u)])[0] if model(u) in groups else every
+        if n is True and p is not None: p = None; blocked.append(u)
+        per.append(p)
+    return decide_all(per), blocked
+
 def decide_claim(id: str, measured: dict, negative: dict | list | None = None,
                  positive: bool | None = True, missing: dict | None = None,
                  registry=None) -> dict:
@@ -216,11 +230,14 @@ def decide_claim(id: str, measured: dict, negative: dict | list | None = None,
         verdict, reason = None, "its positive control did not work"
     elif undefined and present is not False:
         verdict, reason = None, f"its negative input ({row['negative']}) measured nothing (NaN)"
+    elif kind == "control" and isinstance(negative, dict):
+        verdict, blocked = _by_model(rule, measured, negative)
+        if blocked:
+            reason = (f"on {blocked} the same model's negative control ({row['negative']}) "
+                      "meets the rule too: not evidence there")
     elif kind != "untrained" and present is True and nv is True:
         verdict = None
         reason = f"it holds on its negative input ({row['negative']}) as well: not evidence"
-    elif kind == "control" and present is False and nv is True:
-        verdict, reason = None, f"its negative control ({row['negative']}) passes the rule"
     return dict(out, verdict=verdict_name(verdict), **({"reason": reason} if reason else {}))
 
 # %% ../nbs/11e_claims.ipynb #2551f3ad
