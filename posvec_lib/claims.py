@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib, functools, math, re
 from pathlib import Path
 import posvec_lib
+from .config import ZOO_VARIANTS
 from .stats import VERDICTS, decide, decide_all, implies, verdict_name
 
 # %% auto #0
@@ -152,9 +153,18 @@ def _undefined(m: dict) -> bool:
     "Are all values of these measurements NaN (a negative input that measured nothing)?"
     return all(v != v for x in _table(m).values() for v, _ in x.values())
 
-def _coverage(row: dict, measured: dict, missing: dict) -> dict:
+def _absent(m: str, profile) -> str | None:
+    "Why `profile` has no model `m` (a zoo variant it does not build, a model it does not load)."
+    if profile is None: return None
+    if m in ZOO_VARIANTS: return None if m in profile.zoo else f"not built at profile {profile.name}"
+    if m != profile.pretrained_model:
+        return f"not loaded at profile {profile.name} (it loads {profile.pretrained_model})"
+
+def _coverage(row: dict, measured: dict, missing: dict, profile=None) -> dict:
     "The row's models of the kinds `measured` covers (zoo, other) left out, with their reasons."
-    from posvec_lib.variants import VARIANT_COLORS as zoo
+    zoo = ZOO_VARIANTS
+    missing = {m: why for m in zoo.keys() | {x.strip() for x in row["our_models"].split(";")}
+               if (why := _absent(m, profile))} | dict(missing)
     named = [m.strip() for m in row["our_models"].split(";") if m.strip() not in ("", "-")]
     have = {str(u).split("/")[0] for u in measured}
     kinds = {m in zoo for m in have}
@@ -179,16 +189,18 @@ def _on_negative(rule: str, negative) -> tuple[bool | None, dict]:
 def _paired(rule: str, measured: dict, null: dict) -> tuple[bool | None, list]:
     "Per unit, the trained verdict where the null fails the rule or the unit is learned, else None."
     per, demoted = [], []
+    lacking = sorted(set(_table(measured)) - set(_table(null)))
+    if lacking: raise ValueError(f"the untrained null lacks the units {lacking}; pair every one")
     for u, m in _table(measured).items():
         p = apply_rule(rule, {u: m})[0]
-        if p is True and u in null:
+        if p is True:
             n, le = apply_rule(rule, {u: null[u]})[0], _learned(rule, {u: m}, {u: null[u]})
             if not (n is False or le is True): p = None; demoted.append(u)
         per.append(p)
     return decide_all(per), demoted
 
 def _by_model(rule: str, measured: dict, control: dict) -> tuple[bool | None, list]:
-    "Per unit, the trained verdict unless the same model's control units meet the rule too."
+    "Per unit, the trained verdict unless its own control (same unit, else same model) meets it."
     model = lambda u: str(u).split("/")[0]
     groups = {}
     for u, m in _table(control).items(): groups.setdefault(model(u), {})[u] = m
@@ -196,26 +208,32 @@ def _by_model(rule: str, measured: dict, control: dict) -> tuple[bool | None, li
     per, blocked = [], []
     for u, m in _table(measured).items():
         p = apply_rule(rule, {u: m})[0]
-        n = apply_rule(rule, groups[model(u)])[0] if model(u) in groups else every
+        ctl = ({u: control[u]} if u in control else groups.get(model(u)))
+        n = apply_rule(rule, ctl)[0] if ctl else every
         if n is True and p is not None: p = None; blocked.append(u)
         per.append(p)
     return decide_all(per), blocked
 
 def decide_claim(id: str, measured: dict, negative: dict | list | None = None,
                  positive: bool | None = True, missing: dict | None = None,
-                 registry=None) -> dict:
+                 registry=None, profile=None) -> dict:
     "A check of claim `id` decided by its registry row: verdict, present, null_verdict, learned."
     row = claim(id, registry)
     rule = row["rule"]
     present, per = apply_rule(rule, measured)
     out = dict(rule=rule, present=verdict_name(present),
                per_unit={u: verdict_name(v) for u, v in per.items()},
-               missing=_coverage(row, measured, missing or {}))
+               missing=_coverage(row, measured, missing or {}, profile))
     kind = row["negative"].split(":")[0].strip()
     if kind == "sanity": return dict(out, verdict=verdict_name(present), sanity=True)
     if negative is None:
         raise ValueError(f"claim {id} is decided against its negative input ({row['negative']}); "
                          "pass negative={unit: (value, noise)} measured on it")
+    want = list if kind == "permutation" else dict
+    if not isinstance(negative, want):
+        raise ValueError(f"claim {id}: a {kind} negative input is a {want.__name__} "
+                         f"({'draws' if want is list else '{unit: (value, noise)}'}), "
+                         f"got {type(negative).__name__}")
     nv, extra = _on_negative(rule, negative)
     out.update(null_verdict=verdict_name(nv), negative_input=row["negative"], **extra)
     undefined = isinstance(negative, dict) and _undefined(negative)

@@ -255,6 +255,7 @@ class Record:
             from posvec_lib.claims import claim as registered
             row = registered(id)
             by_construction = row["negative"] == "sanity"
+            sanity = sanity or by_construction          # true by construction: never counted
             if sanity and not by_construction:
                 raise ValueError(f"check {claim!r}: claim {id} is not true by construction (its "
                                  f"negative is {row['negative']!r}); it cannot be a sanity check")
@@ -277,13 +278,7 @@ class Record:
     def _decide(self, id, measured, negative, positive, missing) -> dict:
         "`claims.decide_claim`, models this profile does not build or load explained, as JSON."
         from posvec_lib.claims import decide_claim
-        from posvec_lib.variants import VARIANT_COLORS
-        from posvec_lib.pretrained import PRETRAINED
-        P = self.profile
-        absent = {m: f"not built at profile {P.name}" for m in VARIANT_COLORS if m not in P.zoo}
-        absent |= {m: f"not loaded at profile {P.name} (it loads {P.pretrained_model})"
-                   for m in PRETRAINED if m != P.pretrained_model}
-        d = decide_claim(id, measured, negative, positive, {**absent, **(missing or {})})
+        d = decide_claim(id, measured, negative, positive, missing, profile=self.profile)
         pairs = lambda m: {str(u): ({q: [float(x) for x in p] for q, p in v.items()}
                                     if isinstance(v, dict) else [float(x) for x in v])
                            for u, v in m.items()}
@@ -305,7 +300,7 @@ class Record:
                              "use rec.timing(key, value)")
         write_json(self.dir / "result.json", res)
         if getattr(self, "forward_log", None):
-            from posvec_lib.efficiency import forward_log_path, write_forward_log
+            from posvec_lib.trace import forward_log_path, write_forward_log
             write_forward_log(self.forward_log, forward_log_path(self.artifact))
         # the runner adds run.json, then swaps
         if os.environ.get("POSVEC_RUNNER_SWAPS") == "1": return self.dir / "result.json"
@@ -335,6 +330,6 @@ def start_artifact(artifact: str, profile: str | Profile = "cpu", overrides: dic
     seed_everything(P.seed)
     rec = (record or Record)(artifact, P, items=list(items))
     if os.environ.get("POSVEC_FORWARD_LOG"):     # benchmarks/eval_profile.py: log every forward
-        from posvec_lib.efficiency import ForwardLog
+        from posvec_lib.trace import ForwardLog
         rec.forward_log = ForwardLog().__enter__()
     return P, rec

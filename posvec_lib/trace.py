@@ -4,7 +4,8 @@
 
 # %% ../nbs/04_trace.ipynb #cb36fd7e
 from __future__ import annotations
-import weakref
+import json, os, time, weakref
+from pathlib import Path
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -15,7 +16,7 @@ import torch
 __all__ = ['ADAPTERS', 'MEASURES', 'HOOK_POINTS', 'Adapter', 'model_class', 'position_kind', 'supported_for', 'check_measures',
            'support_table', 'layer_windows', 'attention_masks', 'as_token_batch', 'check_batch_size', 'adapter_of',
            'decoder_layers', 'hook_point', 'hooks', 'run_with_cache', 'run_with_hooks', 'active_extensions',
-           'Extension']
+           'Extension', 'ForwardLog', 'forward_log_path', 'write_forward_log']
 
 # %% ../nbs/04_trace.ipynb #c15a53ee
 @dataclass(frozen=True)
@@ -331,3 +332,60 @@ class Extension:
         self.restore()
         return False
     def __repr__(self): return f"{type(self).__name__}({self.tag!r}, active={self.active})"
+
+# %% ../nbs/04_trace.ipynb #817f47ee
+def _tokens_shape(args, kwargs) -> tuple[int, int]:
+    "(batch, length) of a causal LM call from its input ids or embeddings, (0, 0) if neither."
+    for x in (kwargs.get("input_ids"), kwargs.get("inputs_embeds"), *args):
+        if torch.is_tensor(x) and x.dim() >= 2: return int(x.shape[0]), int(x.shape[1])
+    return 0, 0
+
+class ForwardLog:
+    "Every top-level forward pass of a transformers model while active: model, shape, seconds."
+    def __init__(self): self.calls, self.configs, self._depth, self._t0, self._h = [], {}, 0, 0.0, []
+    def _pre(self, module, args):
+        if not isinstance(module, self._lm): return
+        self._depth += 1
+        if self._depth == 1: self._t0 = time.perf_counter()
+    def _post(self, module, args, kwargs, out):
+        if not isinstance(module, self._lm): return
+        self._depth -= 1
+        if self._depth: return
+        c = module.config
+        key = (f"{c.model_type}-L{c.num_hidden_layers}-d{c.hidden_size}"
+               f"-{getattr(c, '_attn_implementation', None) or 'default'}")
+        self.configs.setdefault(key, c.to_dict())
+        b, t = _tokens_shape(args, kwargs)
+        self.calls.append(dict(model=key, batch=b, length=t, grad=torch.is_grad_enabled(),
+                               seconds=time.perf_counter() - self._t0))
+    def __enter__(self):
+        from torch.nn.modules import module as m
+        from transformers import PreTrainedModel
+        self._lm = PreTrainedModel
+        self._h = [m.register_module_forward_pre_hook(self._pre),
+                   m.register_module_forward_hook(self._post, with_kwargs=True)]
+        return self
+    def __exit__(self, *exc):
+        for h in self._h: h.remove()
+        self._h = []
+    def table(self):
+        "The calls summed by model and length: calls, tokens, seconds (a DataFrame)."
+        import pandas as pd
+        df = pd.DataFrame(self.calls, columns=["model", "batch", "length", "grad", "seconds"])
+        df["tokens"] = df.batch * df.length
+        return (df.groupby(["model", "length"], as_index=False)
+                  .agg(calls=("seconds", "size"), tokens=("tokens", "sum"),
+                       seconds=("seconds", "sum")))
+
+# %% ../nbs/04_trace.ipynb #3ed595e6
+def forward_log_path(artifact: str) -> Path | None:
+    "Where `POSVEC_FORWARD_LOG` (a folder) asks the forward log of `artifact` to go, else None."
+    d = os.environ.get("POSVEC_FORWARD_LOG")
+    return Path(d) / f"{artifact}.json" if d else None
+
+def write_forward_log(log: ForwardLog, path) -> Path:
+    "The log's calls and model configs as JSON (for `benchmarks/eval_profile.py`)."
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(dict(calls=log.calls, configs=log.configs), default=str))
+    return p
