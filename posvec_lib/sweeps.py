@@ -26,7 +26,8 @@ __all__ = ['INTERP', 'INTERP_NAME', 'PAPER_INTERP_NAME', 'ORIGINAL', 'CONTROL_TA
            'passkey_runs', 'lens_runs', 'control_trials', 'control_verdict', 'positive_control', 'gated',
            'control_values', 'ControlledRecord', 'eval_set', 'eval_corpora', 'doubling_lengths', 'ppl_sweep',
            'sweep_ratio', 'wide_ppl', 'growth_ratio', 'ratio_values', 'ppl_spread', 'PPLSetup', 'ppl_setup',
-           'seed_runs', 'pooled', 'seed_ratio', 'seed_spread', 'seed_sweep', 'seed_table', 'plain_log_axes']
+           'seed_runs', 'pooled', 'seed_ratio', 'seed_spread', 'borrowed_seed_noise', 'seed_sweep', 'seed_table',
+           'plain_log_axes']
 
 # %% ../nbs/10b_sweeps.ipynb #360a2922
 def logged_every(P: Profile) -> int:
@@ -338,6 +339,21 @@ def seed_spread(runs: dict, labels: list[str], corpus: str) -> dict:
     return dict(spread=round(r["ratio"] - 1, 4), noise=round(r["noise"], 4),
                 doc_noise=round(r["doc_noise"], 4), seed_noise=round(r["seed_noise"], 4),
                 highest=by[-1], lowest=by[0], seeds=r["seeds"])
+
+# %% ../nbs/10b_sweeps.ipynb #fb6de8a2
+def borrowed_seed_noise(r: dict, replicates: list[dict], runs: int = 2,
+                        level: float = 0.95) -> dict:
+    "A one-seed-each ratio (`ppl_ratio_docs`) with the seed spread of other replicates added."
+    if len(replicates) < 2 or runs not in (1, 2):
+        raise ValueError(f"borrowed_seed_noise needs ≥ 2 replicates and runs 1 or 2; got "
+                         f"{len(replicates)} and {runs!r}")
+    lp = np.array([x["nll"] / x["tokens"] for x in replicates])
+    half = stats.t.ppf((1 + level) / 2, len(lp) - 1) * lp.std(ddof=1) * math.sqrt(runs)
+    sn = r["ratio"] * (math.exp(half) - 1)
+    noise = math.hypot(r["noise"], sn)
+    return dict(r, lo=r["ratio"] - noise, hi=r["ratio"] + noise, noise=noise, doc_noise=r["noise"],
+                seed_noise=sn, seeds=f"1 each; spread of {len(lp)} replicates of another run")
+
 
 # %% ../nbs/10b_sweeps.ipynb #6c051f99
 def seed_sweep(P: Profile, setup, runs: dict[str, FinetuneSpec], n: int | dict[str, int], L: int,
