@@ -251,8 +251,8 @@ def decide_claim(id: str, measured: dict, negative: dict | list | None = None,
     elif kind == "control" and isinstance(negative, dict):
         verdict, blocked = _by_model(rule, measured, negative)
         if blocked:
-            reason = (f"on {blocked} the same model's negative control ({row['negative']}) "
-                      "meets the rule too: not evidence there")
+            reason = (f"on {blocked} its own negative control ({row['negative']}; the same unit, "
+                      "else the same model) meets the rule too: not evidence there")
     elif kind != "untrained" and present is True and nv is True:
         verdict = None
         reason = f"it holds on its negative input ({row['negative']}) as well: not evidence"
