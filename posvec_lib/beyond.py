@@ -20,8 +20,8 @@ __all__ = ['RESOLVING_ERROR', 'SIMI_REL_IN_DISTRIBUTION', 'IN_WINDOW_LEVEL', 'SH
            'window_similarity', 'identification_error', 'ratio_from_matches', 'effective_ratio',
            'same_position_similarity', 'same_position_level', 'resolving_layers', 'ratio_over_layers', 'ratio_close_to',
            'ratio_matches_factor', 'relative_similarity', 'nearest_distance', 'in_window_share', 'group_vectors',
-           'pooled', 'groups_interval', 'share_interval', 'share_gap_draws', 'interval_means', 'sink_by_position',
-           'positional_logits', 'logits_similarity', 'sink_fade']
+           'pooled', 'part_ratios', 'groups_interval', 'share_interval', 'share_gap_draws', 'interval_means',
+           'sink_by_position', 'positional_logits', 'logits_similarity', 'sink_fade']
 
 # %% ../nbs/07b_beyond.ipynb #9c8c2f53
 def _fingerprint(model) -> dict:
@@ -233,6 +233,17 @@ def group_vectors(model, samples: torch.Tensor, n_groups: int = N_GROUPS,
 def pooled(groups) -> PositionalVectors:
     "The positional vectors of the union of disjoint groups (exact)."
     return functools.reduce(combine, groups)
+
+# %% ../nbs/07b_beyond.ipynb #35a8984f
+def part_ratios(ext_groups, ref_groups, C: int, layers, k: int = 4, T: int | None = None,
+                rank: int | None = None, bound: float = 1e9) -> list[float]:
+    "Effective ratio (median over `layers`) of k disjoint parts: ext block i vs reference block i."
+    if not (isinstance(k, int) and 2 <= k <= min(len(ext_groups), len(ref_groups))):
+        raise ValueError(f"k={k!r}: needs 2 ≤ k ≤ the groups of each set "
+                         f"({len(ext_groups)}, {len(ref_groups)})")
+    blocks = lambda gs: [pooled([gs[j] for j in b]) for b in np.array_split(range(len(gs)), k)]
+    return [min(ratio_over_layers(effective_ratio(_pv(e)[:, :T], r, C, rank=rank), layers), bound)
+            for e, r in zip(blocks(ext_groups), blocks(ref_groups))]
 
 # %% ../nbs/07b_beyond.ipynb #833d712f
 def groups_interval(statistic, *group_sets, layer: int | None = None, n_resamples: int = 999,
