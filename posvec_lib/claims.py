@@ -210,7 +210,7 @@ def _by_model(rule: str, measured: dict, control: dict) -> tuple[bool | None, li
         p = apply_rule(rule, {u: m})[0]
         ctl = ({u: control[u]} if u in control else groups.get(model(u)))
         n = apply_rule(rule, ctl)[0] if ctl else every
-        if n is True and p is not None: p = None; blocked.append(u)
+        if (n is True or (ctl and _undefined(ctl))) and p is not None: p = None; blocked.append(u)
         per.append(p)
     return decide_all(per), blocked
 
@@ -252,7 +252,8 @@ def decide_claim(id: str, measured: dict, negative: dict | list | None = None,
         verdict, blocked = _by_model(rule, measured, negative)
         if blocked:
             reason = (f"on {blocked} its own negative control ({row['negative']}; the same unit, "
-                      "else the same model) meets the rule too: not evidence there")
+                      "else the same model) meets the rule too or measured nothing: not evidence "
+                      "there")
     elif kind != "untrained" and present is True and nv is True:
         verdict = None
         reason = f"it holds on its negative input ({row['negative']}) as well: not evidence"

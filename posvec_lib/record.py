@@ -246,7 +246,10 @@ class Record:
                 raise ValueError(f"check {claim!r}: with measurements the registry row (id=) "
                                  "decides; pass no verdict and no threshold")
             d = self._decide(id, measured, negative, positive, missing)
-            verdict, sanity = d.pop("verdict"), sanity or d.pop("sanity", False)
+            if sanity and not d.get("sanity"):
+                raise ValueError(f"check {claim!r}: claim {id} is not true by construction; "
+                                 "it cannot be a sanity check")
+            verdict, sanity = d.pop("verdict"), d.pop("sanity", False)
             values = dict(values, **d)
         elif verdict is ...:
             raise ValueError(f"check {claim!r}: pass measured= (and id=) or a verdict")
