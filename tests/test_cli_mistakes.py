@@ -75,7 +75,7 @@ def test_dry_run_says_the_hours(capsys):
 def test_inspect_help_states_the_noise_minimum(capsys):
     with pytest.raises(SystemExit): posvec(["inspect", "--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert "the ± need ≥ 8 (2 per quarter)" in out and "their ± need ≥ 4" in out
+    assert "the ± need ≥ 8 (8 parts)" in out and "their ± need ≥ 4" in out
 
 
 @pytest.mark.parametrize("module,argv,says", [
