@@ -5,7 +5,7 @@
 # %% ../nbs/11_reproduce.ipynb #65e50993
 from __future__ import annotations
 import argparse, contextlib, errno, fcntl, importlib.util, json, logging, os, \
-    shutil, subprocess, sys, time, traceback
+    re, shutil, subprocess, sys, threading, time, traceback
 from dataclasses import asdict
 from pathlib import Path
 from .config import (PROFILES, Profile, get_profile, project_root, figures_dir,
@@ -22,8 +22,9 @@ from .status import (
 from .agreement import compare_results, agreement_lines
 
 # %% auto #0
-__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'check_items', 'select', 'git_commit', 'run_artifact', 'preflight', 'check_runnable',
-           'committed_result', 'agreement_with', 'BatchLocked', 'batch_lock', 'reproduce', 'list_artifacts']
+__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'HEARTBEAT_S', 'check_items', 'select', 'git_commit', 'last_line', 'heartbeat',
+           'run_artifact', 'preflight', 'check_runnable', 'committed_result', 'agreement_with', 'BatchLocked',
+           'batch_lock', 'reproduce', 'list_artifacts']
 
 # %% ../nbs/11_reproduce.ipynb #78f5e64a
 PAPER_ITEMS = (
@@ -128,6 +129,38 @@ def git_commit(root: Path | None = None) -> str:
                                       else "")
     except (OSError, subprocess.SubprocessError): return ""   # no git installed, or it hangs
 
+# %% ../nbs/11_reproduce.ipynb #67cef860
+HEARTBEAT_S = 60.0
+
+def last_line(path: Path, tail: int = 4096) -> str:
+    "The last non-empty line of a log (a progress bar's last redraw counts as one); '' if none."
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - tail))
+            text = f.read().decode(errors="replace")
+    except OSError: return ""
+    lines = [ln.strip() for ln in re.split(r"[\r\n]", text) if ln.strip()]
+    return lines[-1][:160] if lines else ""
+
+@contextlib.contextmanager
+def heartbeat(path: Path, log, every: float = HEARTBEAT_S, name: str = ""):
+    "While the body runs, log every `every` s the minutes it has run and `path`'s newest last line."
+    stop, t0 = threading.Event(), time.time()
+    def beat():
+        seen = ""
+        while not stop.wait(every):
+            line = last_line(path)
+            log(f"  {name}: {(time.time() - t0) / 60:.1f} min"
+                + (f" · {line}" if line and line != seen else ""))
+            seen = line or seen
+    th = threading.Thread(target=beat, daemon=True)
+    th.start()
+    try: yield
+    finally:
+        stop.set()
+        th.join()
+
 # %% ../nbs/11_reproduce.ipynb #c0fb348e
 _git_commit = git_commit
 
@@ -150,7 +183,8 @@ def run_artifact(art: Artifact, profile: Profile, overrides: dict | None = None,
     # Record.save() leaves its folder staged: we add run.json, then swap
     os.environ["POSVEC_RUNNER_SWAPS"] = "1"
     try:
-        with open(out_dir / f"{art.name}.log", "w") as so:
+        with (open(out_dir / f"{art.name}.log", "w") as so,
+              heartbeat(out_dir / f"{art.name}.log", log, name=art.name)):
             pm.execute_notebook(str(experiments_dir() / f"{art.name}.ipynb"),
                                 str(out_dir / f"{art.name}.ipynb"),
                                 # tuples as lists
