@@ -5,7 +5,7 @@
 # %% ../nbs/01_config.ipynb #e866e8ac
 from __future__ import annotations
 import argparse, dataclasses, difflib, hashlib, json, os, re, sys
-from dataclasses import dataclass, asdict, replace
+from dataclasses import dataclass, asdict, field, replace
 from pathlib import Path
 from typing import Any
 import numpy as np
@@ -13,9 +13,9 @@ from .storage import disk_errors
 
 # %% auto #0
 __all__ = ['ZOO_VARIANTS', 'FT_INTERPOLATIONS', 'KNOBS', 'PROFILES', 'USER_ERRORS', 'OFFLINE_VARIABLES', 'SAMPLE_SEEDS',
-           'Profile', 'Knob', 'short', 'name_problem', 'check_knob', 'parse_knob', 'get_profile', 'parse_sets', 'Once',
-           'add_profile_arguments', 'profile_from_args', 'run_command', 'is_offline', 'in_notebook', 'sample_seed',
-           'project_root', 'require_clone', 'cache_dir', 'figures_dir']
+           'Profile', 'Knob', 'short', 'name_problem', 'check_knob', 'parse_knob', 'knob_names', 'note_input',
+           'get_profile', 'parse_sets', 'Once', 'add_profile_arguments', 'profile_from_args', 'run_command',
+           'is_offline', 'in_notebook', 'sample_seed', 'project_root', 'require_clone', 'cache_dir', 'figures_dir']
 
 # %% ../nbs/01_config.ipynb #b21b91f8
 @dataclass(frozen=True)
@@ -132,10 +132,14 @@ class Profile:
     # out for the cold budget (20/20 at 512, 1024 and 2048 in 2c0c4ef's run)
     pretrained_passkey_lengths: tuple = (512,)
 
+    # not a knob: what a run read (zoo entries, fine-tunes, corpora, checkpoints), added by the
+    # loaders this profile is passed to (`note_input`) and written to result.json by the runner
+    inputs: dict = field(default_factory=dict, compare=False, repr=False)
+
     def __post_init__(self): _validate_profile(self)   # every knob typed and ranged (KNOBS, below)
 
     @property
-    def knobs(self) -> dict: return asdict(self)
+    def knobs(self) -> dict: return {k: v for k, v in asdict(self).items() if k != "inputs"}
 
     @property
     def results_name(self) -> str:
@@ -411,7 +415,11 @@ PROFILES: dict[str, Profile] = {
                       "Qwen/Qwen1.5-7B")),
 }
 
-def _knob_names(): return [f.name for f in dataclasses.fields(Profile) if f.name != "name"]
+def knob_names(): return [f.name for f in dataclasses.fields(Profile) if f.name not in ("name", "inputs")]
+
+def note_input(profile: Profile, kind: str, name: str, /, **info):
+    "Add a model or corpus a run read to `profile.inputs` (`kind`: 'zoo', 'finetuned', 'corpus', …)."
+    profile.inputs.setdefault(kind, {})[name] = info
 
 # %% ../nbs/01_config.ipynb #44409b5d
 def get_profile(name: str | Profile = "cpu", **overrides) -> Profile:
@@ -421,14 +429,15 @@ def get_profile(name: str | Profile = "cpu", **overrides) -> Profile:
         raise ValueError(f"unknown profile {short(name)}{_close(name, PROFILES)}; "
                          f"allowed profiles: {sorted(PROFILES)}")
     else: p = PROFILES[name]
-    bad = [k for k in overrides if k not in _knob_names()]
+    bad = [k for k in overrides if k not in knob_names()]
     if bad:
         raise ValueError(f"unknown knob(s) {bad} for profile {p.name!r}; "
-                         f"valid knobs: {_knob_names()}")
+                         f"valid knobs: {knob_names()}")
     fix = {}
     for k, v in overrides.items():  # papermill passes lists for tuples
         fix[k] = tuple(v) if isinstance(getattr(p, k), tuple) and isinstance(v, list) else v
-    return replace(p, **fix)
+    # a named profile starts a run with nothing read; a given one keeps its run's inputs
+    return replace(p, **fix) if isinstance(name, Profile) else replace(p, inputs={}, **fix)
 
 # %% ../nbs/01_config.ipynb #9c4a8b9d
 def parse_sets(sets: list[str] | None) -> dict:

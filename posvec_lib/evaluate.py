@@ -8,7 +8,7 @@ import inspect, math
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from .trace import as_token_batch, _in_vocabulary, check_batch_size
+from .trace import as_token_batch, in_vocabulary, check_batch_size
 
 # %% auto #0
 __all__ = ['logits_nll', 'token_nll', 'ppl_by_position', 'ppl_ratio_ci', 'matched_ppl', 'sliding_windows', 'suffix_logits',
@@ -153,7 +153,7 @@ def sliding_window_ppl(model, docs: list, L: int, S: int, bos_id: int, progress:
     if max_tokens < 1: raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
     _check_docs(docs, "sliding_window_ppl")
     ids = [torch.as_tensor(d).reshape(-1).long() for d in docs] + [torch.tensor([int(bos_id)])]
-    _in_vocabulary(torch.cat(ids), model, "docs (with bos_id)")
+    in_vocabulary(torch.cat(ids), model, "docs (with bos_id)")
     wins = [(d, w) for d in range(len(docs)) for w in sliding_windows(len(docs[d]), L, S)]
     if not wins:
         raise ValueError(f"the {len(docs)} document(s) hold no tokens to score; "

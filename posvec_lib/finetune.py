@@ -12,10 +12,9 @@ import pandas as pd
 import torch
 from transformers import LlamaForCausalLM, Trainer, TrainerCallback
 from transformers.trainer_callback import PrinterCallback
-from .config import (Profile, get_profile, cache_dir, in_notebook,
+from .config import (Profile, get_profile, cache_dir, in_notebook, note_input,
     add_profile_arguments, profile_from_args, run_command)
 from .storage import write_json, remove_cache_entry, entry_ok, seal, disk_errors
-from .record import note_input
 from .device import seed_everything, resolve_device, oom_hint
 from .data import TokenizedDocs, profile_data, long_documents
 from .retrieval import recall_window, copy_window
@@ -238,7 +237,7 @@ def finetune(profile: Profile, spec: FinetuneSpec, force: bool = False,
     "Fine-tune `spec.base` to Lt = target·C with the paper's recipe (cached); the run's folder."
     final = finetune_path(profile, spec)
     # a damaged entry is named, discarded and trained again
-    if _has(final, spec) and not force: return _noted(final)
+    if _has(final, spec) and not force: return _noted(profile, final)
     C, Lt, steps = profile.C, spec.target * profile.C, spec.steps or profile.pose_steps
     data, main = profile_data(profile), rank() == 0
     seed = spec.run_seed(profile)
@@ -306,7 +305,7 @@ def finetune(profile: Profile, spec: FinetuneSpec, force: bool = False,
               f"final loss {log['loss'].iloc[-1]:.3f}", flush=True)
         shutil.rmtree(partial, ignore_errors=True)
     trainer.accelerator.wait_for_everyone()
-    return _noted(final)
+    return _noted(profile, final)
 
 # %% ../nbs/30_finetune.ipynb #bf484397
 def _has(final: Path, spec: FinetuneSpec) -> bool:
@@ -314,13 +313,13 @@ def _has(final: Path, spec: FinetuneSpec) -> bool:
     return entry_ok(final) and (not spec.eval_every or (final / "ppl_by_step.csv").exists())
 
 # %% ../nbs/30_finetune.ipynb #1bdd1cc1
-def _noted(final: Path) -> Path:
-    "Record the finished run (cache key, steps, loss) in the inputs of this process's result.json."
+def _noted(profile: Profile, final: Path) -> Path:
+    "Add the finished run (cache key, steps, loss) to the inputs of the run of `profile`."
     m = json.loads((final / "manifest.json").read_text())
-    note_input("finetuned", m["name"], cache=final.name, Lt=m["Lt"], steps=m["steps"],
+    note_input(profile, "finetuned", m["name"], cache=final.name, Lt=m["Lt"], steps=m["steps"],
                final_loss=m["final_loss"], base=Path(m["base"]).name)
     # the same inputs, trained now or cached
-    if (Path(m["base"]) / "manifest.json").exists(): note_zoo_entry(m["base"])
+    if (Path(m["base"]) / "manifest.json").exists(): note_zoo_entry(profile, m["base"])
     return final
 
 # %% ../nbs/30_finetune.ipynb #099d589a
@@ -333,7 +332,7 @@ def load_finetuned(profile: Profile, spec: FinetuneSpec, train: bool = True,
             raise FileNotFoundError(f"fine-tuned model {spec.name!r} of profile {profile.name!r} "
                                     f"is not trained ({path})")
         finetune(profile, spec)
-    else: _noted(path)
+    else: _noted(profile, path)
     model = LlamaForCausalLM.from_pretrained(path, attn_implementation=attn,
                                              trust_remote_code=False)
     return model.to(resolve_device(profile)).eval()

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from .storage import atomic_write, write_json, disk_errors
+from .storage import atomic_write, write_json, disk_errors, strict_json
 from .device import memory_problem
 from .config import short
-from .record import _to_markdown
+from .record import to_markdown
 from .trace import (decoder_layers, attention_masks, layer_windows, check_measures,
-                              _refusal, position_kind, as_token_batch)
+                              measure_refusal, position_kind, as_token_batch)
 from .null import untrained_copy
 from .decompose import positional_vectors, anchor_ratio, anchor_ratio_split, combine, pca
 from .attention import (mean_attention, sink_share, attention_by_distance,
@@ -317,14 +317,14 @@ def _report(r: InspectResult, files: dict) -> str:
         curve = pd.DataFrame(dict(eps=[float(e) for e in sr["curve"]],
                                   sink_rate=list(sr["curve"].values()),
                                   untrained=[_pm(*cu.get(e, (None, None))) for e in sr["curve"]]))
-        md += ["", "## Sink rate by threshold ε (Gu et al.)", "", _to_markdown(curve)]
+        md += ["", "## Sink rate by threshold ε (Gu et al.)", "", to_markdown(curve)]
     if r.by_layer_type is not None:
         md += ["", "## By layer type (the config's `layer_types`)", "",
                "Means over the type's layers; untrained: mean and sd over seeds.", "",
-               _to_markdown(r.by_layer_type)]
-    md += ["", "## Per layer", "", _to_markdown(r.per_layer), ""]
+               to_markdown(r.by_layer_type)]
+    md += ["", "## Per layer", "", to_markdown(r.per_layer), ""]
     if r.ablation is not None:
-        md += ["## Positional-basis ablation", "", _to_markdown(r.ablation), ""]
+        md += ["## Positional-basis ablation", "", to_markdown(r.ablation), ""]
     return "\n".join(md + [f"![{k}]({f})\n" for k, f in files.items() if f.endswith(".png")])
 
 # %% ../nbs/69_inspect.ipynb #64f2f9d3
@@ -343,12 +343,6 @@ def _mean_sd(x) -> tuple:
     x = np.asarray(x, dtype=float)
     return float(x.mean()), float(x.std(ddof=1)) if len(x) > 1 else float("nan")
 
-def _jsonable(x):
-    "`x` with NaN / inf floats as None (strict JSON), through dicts and lists."
-    if isinstance(x, dict): return {k: _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)): return [_jsonable(v) for v in x]
-    return None if isinstance(x, float) and not np.isfinite(x) else x
-
 def _sink_rate_summary(rates: pd.DataFrame, types, n: int, T: int) -> dict:
     "Gu et al.'s sink rate at ε = 0.3, its ε curve (trained, untrained) and the layer-type table."
     ct = sink_rate_curve_table(rates)
@@ -360,7 +354,7 @@ def _sink_rate_summary(rates: pd.DataFrame, types, n: int, T: int) -> dict:
              curve_untrained=curve([float(m), float(sd)] for m, sd in
                                    zip(ct.sink_rate_untrained, ct.sink_rate_untrained_sd))
              if u else None)
-    return _jsonable(dict(sink_rate=s, by_layer_type=None if types is None
+    return strict_json(dict(sink_rate=s, by_layer_type=None if types is None
                           else types.to_dict("records")))
 
 def _summary(model, r: dict, per_layer, base, abl, refused, sets, baseline_seeds, name) -> dict:
@@ -391,7 +385,7 @@ def _summary(model, r: dict, per_layer, base, abl, refused, sets, baseline_seeds
                                   by_seed.sink_x_uniform_max_head.max()),
                               anchor_ratio=_mean_sd(base[base.layer == al + 1].anchor_ratio),
                               decay_x_uniform=_mean_sd(by_seed.decay_x_uniform_mean_head.mean()))
-    return _jsonable(s)
+    return strict_json(s)
 
 # %% ../nbs/69_inspect.ipynb #bac83d40
 @torch.no_grad()
@@ -424,7 +418,7 @@ def inspect_model(model, tokenizer, samples: torch.Tensor, out=None, layers=None
                        *(n["sink_rates"].assign(model="untrained", seed=s)
                          for s, n in nulls.items())], ignore_index=True)
     types = by_layer_type(per_layer, base, model.config)
-    refused, abl = _refusal(model.config, "ablation"), None
+    refused, abl = measure_refusal(model.config, "ablation"), None
     sets = position_sets(T, n_initial + 1)
     if refused is None:
         say("positional-basis ablation: initial vs later tokens")

@@ -10,8 +10,8 @@ from .record import confined
 from .config import Profile, get_profile, figures_dir
 from .storage import atomic_write
 from .report import (
-    CLAIM_HEADER, report_data, write_report, claim_rows, headline, _claims_note, _summary_lines,
-    _setup_tables, _status_line, _fmt)
+    CLAIM_HEADER, report_data, write_report, claim_rows, headline, claims_note, summary_lines,
+    setup_tables, status_line, value_text)
 
 # %% auto #0
 __all__ = ['REPORT_CSS', 'REPORT_TEMPLATE', 'write_html_report', 'write_reports']
@@ -150,15 +150,15 @@ def write_html_report(P: Profile, D: dict) -> Path:
                       for f in res.get("figures", [])]
         tables[a] = [(t[:-4], Markup(h), n) for t in res.get("tables", [])
                      for h, n in [_table_html(confined(root / a, t))]]
-    s1, s2 = _summary_lines(D)[1:]
+    s1, s2 = summary_lines(D)[1:]
     coverage = Markup(re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", str(escape(f"{s1} {s2}"))))
     env = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
     doc = env.from_string(REPORT_TEMPLATE).render(
-        P=P, c=headline(D), claims_note=_claims_note(headline(D)), header=CLAIM_HEADER,
+        P=P, c=headline(D), claims_note=claims_note(headline(D)), header=CLAIM_HEADER,
         counted=[r for r in C if not r["kind"]],
         not_counted=[r for r in C if r["kind"]], coverage=coverage, rows=D["rows"], figures=figures,
-        tables=tables, setup=_setup_tables(D), css=Markup(REPORT_CSS), status_line=_status_line,
-        fmt=_fmt, md=lambda s: Markup(_md_inline(s)))
+        tables=tables, setup=setup_tables(D), css=Markup(REPORT_CSS), status_line=status_line,
+        fmt=value_text, md=lambda s: Markup(_md_inline(s)))
     return atomic_write(root / "REPORT.html", doc)
 
 # %% ../nbs/67_page.ipynb #4e753e15

@@ -9,7 +9,7 @@ from pathlib import Path
 from .config import Profile, get_profile, project_root
 from .budget import llama_parameters, memory_rows
 from .device import GIB
-from .status import _finetune_runs
+from .status import finetune_runs
 from .finetune import finetune_args, finetune, load_finetuned
 from .pretrained import PRETRAINED
 from .harness import PAPER_BENCHMARKS
@@ -138,7 +138,7 @@ def profile_plan(P: Profile, recorded: str = "cpu", code_path: bool = False) -> 
                           what=f"{how}: {r['steps']} steps × {P.batch_size} × {P.C} tokens",
                           tokens=tok, seq=P.C, gpu_hours=h,
                           memory_gb=memory_gb(max(1, P.batch_size // g["gpus"]), P.C)))
-    runs = _finetune_runs(get_profile(recorded))
+    runs = finetune_runs(get_profile(recorded))
     for name, used in sorted(runs.items()):
         r = _parse_run(name, P.zoo)
         if r is None:

@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
 import torch
-from .config import cache_dir, is_offline, sample_seed, get_profile
+from .config import cache_dir, is_offline, sample_seed, get_profile, note_input
 from .storage import seal, seal_check, entry_ok
-from .record import note_input
 from .variants import ATTENTION_KINDS, LLAMA_FAMILY, Variant, apply_variant
 from .trace import ADAPTERS
 from .data import TokenizedDocs, load_corpus, tokenize_split, get_tokenizer, fixed_length_samples
@@ -387,8 +386,9 @@ def load_pretrained(name_or_path, dtype="float32", attn: str = "posvec_sdpa", de
     tok.posvec_hash = hashlib.sha256(ident.encode()).hexdigest()[:12]
     model.posvec_source = dict(kind=src["kind"], path=str(src["path"]),
                                name=src["entry"].name if src["entry"] else str(name_or_path))
-    note_input("pretrained", model.posvec_source["name"], kind=src["kind"], path=str(src["path"]),
-               dtype=str(dt).replace("torch.", ""))
+    # what was read, returned with both (a run's samples add it to the run's inputs)
+    model.posvec_inputs = tok.posvec_inputs = {"pretrained": {model.posvec_source["name"]: dict(
+        kind=src["kind"], path=str(src["path"]), dtype=str(dt).replace("torch.", ""))}}
     return (model.to(device) if device is not None else model), tok
 
 # %% ../nbs/27_pretrained.ipynb #c51fdf68
@@ -420,6 +420,9 @@ def text_docs(tokenizer, path) -> TokenizedDocs:
 # %% ../nbs/27_pretrained.ipynb #8050f890
 def pretrained_inputs(profile, tokenizer, kind: str, n: int | None = None) -> torch.Tensor:
     "Windows [n, pretrained_length] of sample set `kind` in the model's tokenizer."
+    # the windows are the model's tokens: what `load_pretrained` read is an input of the run
+    for k, read in getattr(tokenizer, "posvec_inputs", {}).items():
+        for name, info in read.items(): note_input(profile, k, name, **info)
     split = {"positional": "validation", "ppl": "test"}
     if kind not in split: raise ValueError(f"unknown sample set {kind!r}; allowed: {list(split)}")
     docs = model_docs(tokenizer, profile.corpus, split[kind], profile.corpus_max_files)

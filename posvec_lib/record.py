@@ -17,7 +17,7 @@ from .trace import forward_log_path, write_forward_log, ForwardLog
 # %% auto #0
 __all__ = ['RESULT_KEYS', 'RESULT_TYPES', 'RUN_KEYS', 'RUN_TYPES', 'CLAIM_KEYS', 'CLAIM_TYPES', 'LISTED_FILES', 'LIST_OF_TEXT',
            'type_problem', 'confined', 'claims_problem', 'nested_problem', 'files_problem', 'result_problem',
-           'read_record', 'read_result', 'run_problem', 'read_run', 'note_input', 'used_inputs', 'is_timing', 'Record',
+           'read_record', 'read_result', 'run_problem', 'read_run', 'used_inputs', 'is_timing', 'Record', 'to_markdown',
            'start_artifact']
 
 # %% ../nbs/63_record.ipynb #df5ab61a
@@ -154,16 +154,10 @@ def read_run(path) -> tuple[dict | None, str | None]:
     "A run record (run.json, or a failure record), checked against its schema."
     return read_record(path, check=run_problem)
 
-# %% ../nbs/63_record.ipynb #e577a762
-_INPUTS: dict = {}
-def note_input(kind: str, name: str, /, **info):
-    "Remember a model or corpus this process used (`kind`: 'zoo', 'finetuned', 'corpus', …)."
-    _INPUTS.setdefault(kind, {})[name] = info
-
 # %% ../nbs/63_record.ipynb #cd25d881
-def used_inputs() -> dict:
-    "Everything `note_input` recorded in this process, key-sorted."
-    return {k: dict(sorted(v.items())) for k, v in sorted(_INPUTS.items())}
+def used_inputs(profile: Profile) -> dict:
+    "What the run of `profile` read (`profile.inputs`), key-sorted."
+    return {k: dict(sorted(v.items())) for k, v in sorted(profile.inputs.items())}
 
 # %% ../nbs/63_record.ipynb #281e400f
 def is_timing(key: str) -> bool:
@@ -183,8 +177,10 @@ def _file_stem(name) -> str:
 class Record:
     "One artifact's figures, tables, numbers and claim checks; `save()` writes result.json last."
     def __init__(self, artifact: str, profile: Profile, items: list[str] | tuple = (),
-                 folder: Path | None = None):
+                 folder: Path | None = None, gate=None):
         self.artifact, self.profile, self.items = artifact, profile, list(items)
+        # gate(verdict, kw) -> (verdict, kw): a run-wide condition on its checks (`check`)
+        self.gate, self.control = gate, getattr(gate, "control", None)
         self.final = Path(folder) if folder else figures_dir(profile, artifact, create=False)
         restore_interrupted(self.final)
         # everything is written beside the last good result, which stays until save()
@@ -216,7 +212,7 @@ class Record:
         "Save a pandas DataFrame as CSV and Markdown (`volatile`: it holds wall-clock timings)."
         _file_stem(name)
         atomic_write(self.dir / f"{name}.csv", df.to_csv(index=False, float_format="%.6g"))
-        atomic_write(self.dir / f"{name}.md", _to_markdown(df, floatfmt) + "\n")
+        atomic_write(self.dir / f"{name}.md", to_markdown(df, floatfmt) + "\n")
         self.tables.append(f"{name}.csv")
         if volatile: self.volatile += [f"{name}.csv", f"{name}.md"]
         return df
@@ -237,11 +233,17 @@ class Record:
         self.findings.append(str(text))
         return text
 
-    def check(self, claim: str, verdict: bool | str | None = ..., source: str = "",
-              volatile: bool = False, sanity: bool = False, paper: str = "", threshold: str = "",
-              id: str = "", extension: bool = False, measured: dict | None = None,
-              negative: dict | None = None, positive: bool | None = True,
-              missing: dict | None = None, **values):
+    def check(self, claim: str, verdict=..., *args, sanity: bool = False, ungated: bool = False,
+              **kw):
+        "Record a claim check (`checked`), through the run's gate unless `sanity` or `ungated`."
+        if self.gate is not None and not (sanity or ungated): verdict, kw = self.gate(verdict, kw)
+        return self.checked(claim, verdict, *args, sanity=sanity, **kw)
+
+    def checked(self, claim: str, verdict: bool | str | None = ..., source: str = "",
+                volatile: bool = False, sanity: bool = False, paper: str = "", threshold: str = "",
+                id: str = "", extension: bool = False, measured: dict | None = None,
+                negative: dict | None = None, positive: bool | None = True,
+                missing: dict | None = None, **values):
         "Record a claim check: decided by the registry from `measured`, or a given `verdict`."
         if measured is not None:
             if not id or verdict is not ... or threshold:
@@ -296,7 +298,7 @@ class Record:
         res = dict(artifact=self.artifact, profile=self.profile.name, items=self.items,
                    figures=self.figures, tables=self.tables, claims=self.claims,
                    numbers=self.numbers, findings=self.findings, knobs=self.profile.knobs,
-                   inputs=used_inputs(), volatile=sorted(set(self.volatile)), **extra)
+                   inputs=used_inputs(self.profile), volatile=sorted(set(self.volatile)), **extra)
         bad = [k for k in extra if is_timing(k)]
         if bad:
             raise ValueError(f"wall times {bad} do not belong in result.json; "
@@ -310,7 +312,7 @@ class Record:
         return self.final / "result.json"
 
 # %% ../nbs/63_record.ipynb #1bcdf4f1
-def _to_markdown(df, floatfmt=".4g") -> str:
+def to_markdown(df, floatfmt=".4g") -> str:
     "A GitHub Markdown table (no tabulate dependency)."
     def fmt(x):
         if isinstance(x, float): return "" if x != x else format(x, floatfmt)
@@ -322,15 +324,17 @@ def _to_markdown(df, floatfmt=".4g") -> str:
 
 # %% ../nbs/63_record.ipynb #72f878e7
 def start_artifact(artifact: str, profile: str | Profile = "cpu", overrides: dict | None = None,
-                   items=(), record: type | None = None) -> tuple[Profile, Record]:
+                   items=(), gate=None, record=None) -> tuple[Profile, Record]:
     "An experiment notebook's start: headless themed plots, its profile, seeded RNGs, its Record."
+    # gate(P) -> the Record's check gate (e.g. `sweeps.control_gate`); `record=` is the same
     import matplotlib
     matplotlib.use("Agg")
     import seaborn as sns
     sns.set_theme()
     P = get_profile(profile, **(overrides or {}))
     seed_everything(P.seed)
-    rec = (record or Record)(artifact, P, items=list(items))
+    make_gate = gate or record
+    rec = Record(artifact, P, items=list(items), gate=make_gate(P) if make_gate else None)
     if os.environ.get("POSVEC_FORWARD_LOG"):     # benchmarks/eval_profile.py: log every forward
         rec.forward_log = ForwardLog().__enter__()
     return P, rec

@@ -9,14 +9,15 @@ from pathlib import Path
 from .record import read_result, read_run, confined
 from .claims import PAPERS, claims_table, unregistered, load_claims
 from .config import Profile, get_profile, figures_dir, project_root, ZOO_VARIANTS
-from .storage import write_json, atomic_write, disk_errors
+from .storage import write_json, atomic_write, disk_errors, jsonable
 from .stats import VERDICTS
-from .reproduce import ARTIFACTS, PAPER_ITEMS, list_artifacts, git_commit, _jsonable
+from .reproduce import ARTIFACTS, PAPER_ITEMS, list_artifacts, git_commit
 from .pretrained import PRETRAINED
 
 # %% auto #0
 __all__ = ['REPORT_KNOBS', 'COUNT_COLUMNS', 'REGISTRY_HEADER', 'CLAIM_HEADER', 'claim_counts', 'report_data', 'fmt_num',
-           'fmt_pct', 'headline', 'telling_values', 'claim_rows', 'paper_counts', 'results_table', 'write_report']
+           'fmt_pct', 'value_text', 'headline', 'claims_note', 'summary_lines', 'setup_tables', 'telling_values',
+           'claim_rows', 'paper_counts', 'results_table', 'status_line', 'write_report']
 
 # %% ../nbs/66_report.ipynb #0b168a30
 REPORT_KNOBS = ("device", "dtype", "seed", "threads", "C", "window", "small_window", "d_model",
@@ -45,7 +46,7 @@ def report_data(P: Profile) -> dict:
     counts, rows, findings = (
         {"holds": 0, "fails": 0, "not measurable": 0, "wall-clock": 0, "sanity": 0}, [], [])
     zoo, tuned, corpora, pre = {}, {}, {}, {}
-    knobs = _jsonable(P.knobs)
+    knobs = jsonable(P.knobs)
     for a in L["artifacts"]:
         name = a["artifact"]
         # a damaged record is named in the summary, never read
@@ -105,12 +106,12 @@ def fmt_pct(x, missing: str = "n/a") -> str:
             + ("" if x is None or float(x) != float(x) else "%"))
 
 # %% ../nbs/66_report.ipynb #e4056c6d
-def _fmt(v) -> str:
+def value_text(v) -> str:
     "A value as short text: floats to 4 significant digits, long lists cut after 8 items."
     if isinstance(v, float): return f"{v:.4g}"
     if isinstance(v, (list, tuple)) and len(v) > 8:
-        return f"[{', '.join(_fmt(x) for x in v[:8])}, …]"
-    if isinstance(v, (list, tuple)): return f"[{', '.join(_fmt(x) for x in v)}]"
+        return f"[{', '.join(value_text(x) for x in v[:8])}, …]"
+    if isinstance(v, (list, tuple)): return f"[{', '.join(value_text(x) for x in v)}]"
     return str(v)
 
 # %% ../nbs/66_report.ipynb #ddbab0d6
@@ -128,7 +129,7 @@ def headline(D) -> dict:
                 by_construction=int(t.sanity.sum()),
                 extensions=int(t.n_extensions.sum()), unregistered=D["unregistered"])
 
-def _claims_note(k) -> str:
+def claims_note(k) -> str:
     "What the headline's numbers count, and what they leave out."
     u, e = k["unregistered"], k["extensions"]
     return (f"{k['checked']} of {k['registered']} registered claims checked, "
@@ -141,7 +142,7 @@ def _claims_note(k) -> str:
                f"{u['fails']} fail, {u['not measurable']} not measurable)"
                if sum(u.values()) else ""))
 
-def _summary_lines(D) -> list[str]:
+def summary_lines(D) -> list[str]:
     c, L, k = D["counts"], D["listing"], headline(D)
     nd = D["not_done"]
     wall = (f" ({c['wall-clock']} wall-clock check{'s' if c['wall-clock'] != 1 else ''} "
@@ -151,7 +152,7 @@ def _summary_lines(D) -> list[str]:
                  "true by construction or a validation of a harness, not evidence about a paper)")
     return [f"Claims: **{k['holds']} hold**, **{k['fails']} fail**, "
             f"**{k['not measurable']} not measurable** at this scale "
-            f"({_claims_note(k)}){wall}.",
+            f"({claims_note(k)}){wall}.",
             f"Paper items covered: {len(PAPER_ITEMS) - len(L['missing'])} of {len(PAPER_ITEMS)}. "
             f"Missing: {', '.join(L['missing']) if L['missing'] else 'none'}.",
             (f"Artifacts without a current result ({len(nd)} of {len(D['rows'])}): "
@@ -161,7 +162,7 @@ def _summary_lines(D) -> list[str]:
              if nd else f"Artifacts: all {len(D['rows'])} done.")]
 
 # %% ../nbs/66_report.ipynb #3a282228
-def _setup_tables(D) -> list[tuple[str, list[str], list[list[str]]]]:
+def setup_tables(D) -> list[tuple[str, list[str], list[list[str]]]]:
     "The setup block as (title, header, rows) tables; shared by the Markdown and HTML reports."
     P, t = D["profile"], []
     commit = D["commit"] or "not a git checkout"
@@ -173,20 +174,20 @@ def _setup_tables(D) -> list[tuple[str, list[str], list[list[str]]]]:
         ["commits the results were run at", run_c],
         ["wall time", f"{D['total_wall']:.0f} s in total (sum of the artifacts' last runs)"]]))
     t.append(("Knobs", ["knob", "value"],
-              [[k, _fmt(v) if not isinstance(v, str) else (v or "''")]
+              [[k, value_text(v) if not isinstance(v, str) else (v or "''")]
                for k, v in D["knobs"].items()]))
     t.append(("Models (zoo)", ["entry", "paper name", "checkpoint / cache entry", "recipe", "steps",
                                "tokens (own / in all)", "val PPL at C", "used by"], [
         [m, e.get("label", ""), f"source: {e['source']}" if e.get("source") else e.get("cache", ""),
-         e.get("recipe", ""), _fmt(e.get("steps", "")),
-         f"{_fmt(e.get('tokens_seen', ''))} / "
-         f"{_fmt(e.get('tokens_total', e.get('tokens_seen', '')))}",
-         _fmt(e.get("final_val_ppl", "")), ", ".join(e["used_by"])] for m, e in D["zoo"].items()]))
+         e.get("recipe", ""), value_text(e.get("steps", "")),
+         f"{value_text(e.get('tokens_seen', ''))} / "
+         f"{value_text(e.get('tokens_total', e.get('tokens_seen', '')))}",
+         value_text(e.get("final_val_ppl", "")), ", ".join(e["used_by"])] for m, e in D["zoo"].items()]))
     if D["finetuned"]:
         t.append(("Models (fine-tuned)",
                   ["run", "cache entry", "base", "Lt", "steps", "final loss", "used by"], [
-            [m, e.get("cache", ""), e.get("base", ""), _fmt(e.get("Lt", "")),
-             _fmt(e.get("steps", "")), _fmt(e.get("final_loss", "")), ", ".join(e["used_by"])]
+            [m, e.get("cache", ""), e.get("base", ""), value_text(e.get("Lt", "")),
+             value_text(e.get("steps", "")), value_text(e.get("final_loss", "")), ", ".join(e["used_by"])]
             for m, e in D["finetuned"].items()]))
     if D.get("pretrained"):
         t.append(("Models (pretrained)",
@@ -250,10 +251,10 @@ def _aux_of(f: dict, k: str) -> str:
     stems = [leaf] + [leaf[:i] for i in range(len(leaf)) if leaf[i] == "_"][::-1]
     for s in stems:
         lo, hi = f.get(pre + s + "_lo"), f.get(pre + s + "_hi")
-        if _is_num(lo) and _is_num(hi): return f" [{_fmt(lo)}, {_fmt(hi)}]"
+        if _is_num(lo) and _is_num(hi): return f" [{value_text(lo)}, {value_text(hi)}]"
     tails = [leaf[i + 1:] for i in range(len(leaf)) if leaf[i] == "_"]
     for n in [pre + leaf + "_noise"] + [pre + "noise_" + t for t in tails] + [pre + "noise"]:
-        if _is_num(f.get(n)): return f" ± {_fmt(f[n])}"
+        if _is_num(f.get(n)): return f" ± {value_text(f[n])}"
     return ""
 
 # %% ../nbs/66_report.ipynb #1ded8b81
@@ -266,10 +267,10 @@ def telling_values(values: dict, n: int = 3, width: int = 60) -> list[str]:
     tier = lambda k: (0 if _aux_of(f, k).startswith(" [") else 1 if _aux_of(f, k)
                       else 2 if _is_num(f[k]) else 3)
     cut = lambda s: s if len(s) <= width else s[:width - 1] + "…"
-    out = [cut(f"{k} = {_fmt(f[k])}") + _aux_of(f, k) for k in sorted(main, key=tier)[:n]]
-    short = lambda k: _is_num(f[k]) or len(_fmt(f[k])) <= 40
+    out = [cut(f"{k} = {value_text(f[k])}") + _aux_of(f, k) for k in sorted(main, key=tier)[:n]]
+    short = lambda k: _is_num(f[k]) or len(value_text(f[k])) <= 40
     paper = [k for k in f if leaf(k).startswith("paper") and short(k)]
-    return out + [cut(f"paper: {paper[0]} = {_fmt(f[paper[0]])}")] if paper else out
+    return out + [cut(f"paper: {paper[0]} = {value_text(f[paper[0]])}")] if paper else out
 
 # %% ../nbs/66_report.ipynb #b3b274bb
 def _natural(s: str) -> tuple:
@@ -343,7 +344,7 @@ def _claim_md(c) -> str:
     return c["claim"] + "".join(f"<br>*{k}:* {c[k]}" for k in ("paper", "threshold") if c.get(k))
 
 # %% ../nbs/66_report.ipynb #f2e351aa
-def _status_line(r) -> str:
+def status_line(r) -> str:
     a, run = r["status"], r["run"]
     s = f"status: {a['status']}"
     if run.get("wall_time_s") is not None: s += f", {run['wall_time_s']:.0f}s"
@@ -389,7 +390,7 @@ def write_report(profile: str | Profile = "cpu", D: dict | None = None) -> Path:
     D = report_data(P) if D is None else D
     root = figures_dir(P)
     lines = [f"# Reproduction report — profile `{P.name}`", ""]
-    for l in _summary_lines(D): lines += [l, ""]
+    for l in summary_lines(D): lines += [l, ""]
     C = claim_rows(D)
     lines += _registry_md(D["claims"])
     lines += ["## Claims", "", "Counted checks, by paper item; each artifact's section below gives "
@@ -405,10 +406,10 @@ def write_report(profile: str | Profile = "cpu", D: dict | None = None) -> Path:
     for r in D["rows"]:
         a, res = r["status"], r["result"]
         lines += [f"<a id=\"{a['artifact']}\"></a>", "",
-                  f"## {a['artifact']} — {', '.join(a['items'])}", "", _status_line(r), ""]
+                  f"## {a['artifact']} — {', '.join(a['items'])}", "", status_line(r), ""]
         if r["knob_diff"]:
             lines += ["ran with knobs that differ from the profile: "
-                      + ", ".join(f"{k}={_fmt(v)}" for k, v in r["knob_diff"].items()), ""]
+                      + ", ".join(f"{k}={value_text(v)}" for k, v in r["knob_diff"].items()), ""]
         if a.get("error"):
             lines += [f"error: `{a['error']['type']}` "
                       f"in cell [{a['error'].get('execution_count')}]: "
@@ -424,11 +425,11 @@ def write_report(profile: str | Profile = "cpu", D: dict | None = None) -> Path:
                                [[_claim_md(c),
                                  f"**{c['verdict']}**"
                                  + (" (sanity, not counted)" if c.get("kind") == "sanity" else ""),
-                                 ", ".join(f"{k}={_fmt(v)}" for k, v in c["values"].items()),
+                                 ", ".join(f"{k}={value_text(v)}" for k, v in c["values"].items()),
                                  c.get("source", "")] for c in res["claims"]]) + [""]
         if res.get("findings"):
             lines += ["**Findings**", ""] + [f"- {f}" for f in res["findings"]] + [""]
     lines += ["## Setup", ""]
-    for title, header, rows in _setup_tables(D):
+    for title, header, rows in setup_tables(D):
         lines += [f"**{title}**", ""] + _md_table(header, rows) + [""]
     return atomic_write(root / "REPORT.md", "\n".join(lines) + "\n")

@@ -9,16 +9,16 @@ import argparse, contextlib, errno, fcntl, importlib.util, json, logging, os, \
 from dataclasses import asdict
 from pathlib import Path
 from .config import (PROFILES, Profile, get_profile, project_root, figures_dir,
-    _knob_names, in_notebook, ZOO_VARIANTS, KNOBS,
+    knob_names, in_notebook, ZOO_VARIANTS, KNOBS,
     parse_knob, parse_sets, is_offline, require_clone)
-from .storage import (write_json, atomic_write, restore_interrupted,
+from .storage import (write_json, atomic_write, restore_interrupted, jsonable,
     staging_dir, swap_in, writable, DiskError, disk_errors)
 from .stats import VERDICTS
 from .record import RESULT_KEYS, read_record, read_result, read_run
 from .budget import LOCAL_CORPORA, llama_parameters, feasibility, confirm_cost, extra_cost
 from .digest import Artifact, experiments_dir, inputs_hash
 from .status import (
-    failure_path, computed_path, status, plan, print_plan, _eta, _finetune_runs)
+    failure_path, computed_path, status, plan, print_plan, eta_text, finetune_runs)
 from .agreement import compare_results, agreement_lines
 
 # %% auto #0
@@ -155,7 +155,7 @@ def run_artifact(art: Artifact, profile: Profile, overrides: dict | None = None,
                                 str(out_dir / f"{art.name}.ipynb"),
                                 # tuples as lists
                                 parameters=dict(profile=profile.name,
-                                                overrides=_jsonable(overrides or {})),
+                                                overrides=jsonable(overrides or {})),
                                 cwd=str(experiments_dir()), progress_bar=False,
                                 stdout_file=so, stderr_file=so,
                                 # no TCP warning per artifact
@@ -334,7 +334,7 @@ def batch_lock(P: Profile, wait: bool = False):
 # %% ../nbs/65_reproduce.ipynb #c856759d
 def _expected_finetunes(P: Profile) -> list | int:
     "The fine-tunes the named profile's records request; one PoSE run where none is recorded."
-    return list(_finetune_runs(PROFILES.get(P.name, P))) or 1
+    return list(finetune_runs(PROFILES.get(P.name, P))) or 1
 
 def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False,
               overrides: dict | None = None, report=None, allow_no_gpu: bool = False,
@@ -345,7 +345,7 @@ def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False,
     arts = select(only)
     if dry_run:
         rows, (problems, warnings) = (plan(P, arts, force, trust_committed),
-                                      feasibility(P, list(_finetune_runs(P))))
+                                      feasibility(P, list(finetune_runs(P))))
         extra, knob = extra_cost(P, _expected_finetunes(P))
         if extra > 3600:
             warnings.append(f"the --set knobs add ~{extra / 3600:,.1f} h to the profile's "
@@ -357,7 +357,7 @@ def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False,
     # --allow-no-gpu: the notebooks see it too
     if Q.device != P.device: P, overrides = Q, {**(overrides or {}), "device": Q.device}
     # the profile as a whole, before anything is written
-    problems, warnings = feasibility(P, list(_finetune_runs(P)))
+    problems, warnings = feasibility(P, list(finetune_runs(P)))
     if problems:
         raise ValueError(f"profile {P.name!r} cannot run on this machine, so nothing was run: "
                          + "; ".join(problems))
@@ -402,7 +402,7 @@ def _run_batch(P: Profile, arts: list, force: bool, overrides: dict | None, repo
                 if r["run"] and r["artifact"] not in summary["ok"] + summary["failed"]]
         log(f"[{i}/{len(arts)}] {art.name}: running ({row['why']}) · "
             f"batch {(time.time() - t0) / 60:.0f} min in, "
-            f"{_eta(left)} left by recorded timings")
+            f"{eta_text(left)} left by recorded timings")
         ref = _reference(art, P)
         rec = run_artifact(art, P, overrides, log)
         summary["ok" if rec["status"] == "ok" else "failed"].append(art.name)
@@ -433,5 +433,3 @@ def list_artifacts(profile: str | Profile = "cpu") -> dict:
     cover = {i: [a.name for a in ARTIFACTS.values() if i in a.items] for i in PAPER_ITEMS}
     return dict(profile=P.name, results=P.results_name, artifacts=arts, items=cover,
                 missing=[i for i, a in cover.items() if not a])
-
-def _jsonable(v): return json.loads(json.dumps(v, default=str))

@@ -12,7 +12,7 @@ from .budget import training_seconds
 from .digest import Artifact, inputs_hash
 
 # %% auto #0
-__all__ = ['failure_path', 'computed_path', 'status', 'plan', 'cache_gaps', 'print_plan']
+__all__ = ['failure_path', 'computed_path', 'status', 'plan', 'cache_gaps', 'eta_text', 'print_plan', 'finetune_runs']
 
 # %% ../nbs/64_status.ipynb #814cf3f5
 def failure_path(art: Artifact, profile: Profile) -> Path:
@@ -109,7 +109,7 @@ def cache_gaps(P: Profile) -> dict:
         return any(pat.fullmatch(d.name) and (d / "manifest.json").is_file()
                    for d in (root / kind / P.name).glob("*"))
     return dict(zoo=[m for m in P.zoo if not have("zoo", m)],
-                finetunes=[r for r in _finetune_runs(P) if not have("finetune", r)])
+                finetunes=[r for r in finetune_runs(P) if not have("finetune", r)])
 
 def _training_note(P: Profile) -> str:
     "What the caches lack and the estimated time to train it (see `budget.training_seconds`)."
@@ -121,7 +121,7 @@ def _training_note(P: Profile) -> str:
             f"and {len(g['finetunes'])} recorded "
             f"fine-tunes: training them adds ~{s / 60:.0f} min (estimate, budget.training_seconds)")
 
-def _eta(rows) -> str:
+def eta_text(rows) -> str:
     if not any(r["run"] for r in rows): return "0 min (nothing to run)"
     known = [r["recorded_s"] for r in rows if r["run"] and r["recorded_s"]]
     unknown = sum(1 for r in rows if r["run"] and not r["recorded_s"])
@@ -135,14 +135,14 @@ def print_plan(P: Profile, rows: list[dict], problems=(), warnings=()):
         t = f"{r['recorded_s'] / 60:5.1f} min" if r["recorded_s"] else "    ?    "
         print(f"  {'run ' if r['run'] else 'skip'} {r['artifact']:<16} {t}  {r['why']}")
     n = sum(r["run"] for r in rows)
-    print(f"{n} of {len(rows)} would run; estimated {_eta(rows)} "
+    print(f"{n} of {len(rows)} would run; estimated {eta_text(rows)} "
           "from the wall times their last runs recorded (run.json, with warm caches)")
     if n: print(f"  and {_training_note(P)}")
     for w in warnings: print(f"  note: {w}")
     if problems: print(f"the batch would be refused, so nothing would run: {'; '.join(problems)}")
 
 # %% ../nbs/64_status.ipynb #52f015f8
-def _finetune_runs(recorded: Profile) -> dict:
+def finetune_runs(recorded: Profile) -> dict:
     "The fine-tunes the notebooks request, by run name, with the artifacts using them (recorded)."
     runs = {}
     for res_file in sorted(figures_dir(recorded, create=False).glob("*/result.json")):

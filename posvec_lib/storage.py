@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 
 # %% auto #0
-__all__ = ['DiskError', 'disk_errors', 'writable', 'atomic_write', 'write_json', 'remove_cache_entry', 'file_sha256', 'seal',
-           'seal_check', 'discard_damaged', 'verify_files', 'entry_ok', 'load_sealed', 'staging_dir', 'swap_in',
-           'restore_interrupted']
+__all__ = ['DiskError', 'disk_errors', 'writable', 'atomic_write', 'write_json', 'jsonable', 'strict_json', 'remove_cache_entry',
+           'file_sha256', 'seal', 'seal_check', 'discard_damaged', 'verify_files', 'entry_ok', 'load_sealed',
+           'staging_dir', 'swap_in', 'restore_interrupted']
 
 # %% ../nbs/00_storage.ipynb #69a0155c
 class DiskError(OSError):
@@ -91,6 +91,17 @@ def _json_default(o):
     if isinstance(o, Path): return str(o)
     if dataclasses.is_dataclass(o): return asdict(o)
     raise TypeError(f"not JSON serialisable: {type(o)}")
+
+# %% ../nbs/00_storage.ipynb #cd66a0cc
+def jsonable(v):
+    "`v` as the JSON it is written as: tuples as lists, objects JSON lacks as their text."
+    return json.loads(json.dumps(v, default=str))
+
+def strict_json(x):
+    "`x` with NaN / ±inf floats as None (strict JSON), through dicts, lists and tuples."
+    if isinstance(x, dict): return {k: strict_json(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)): return [strict_json(v) for v in x]
+    return None if isinstance(x, float) and not np.isfinite(x) else x
 
 # %% ../nbs/00_storage.ipynb #039f425e
 def remove_cache_entry(path, marker: str = "manifest.json"):

@@ -13,7 +13,6 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullForma
 from .config import Profile, cache_dir, sample_seed
 from .storage import write_json
 from .stats import decide, decide_all, decide_accuracy, verdict_name
-from .record import Record
 from .data import long_documents, second_corpus_docs, profile_data, fixed_length_samples
 from .evaluate import sliding_window_ppl, ppl_ratio_docs, token_nll, ppl_ratio_ci
 from .train import load_zoo_model
@@ -22,12 +21,11 @@ from .passkey import passkey_accuracy_if_fits
 
 # %% auto #0
 __all__ = ['INTERP', 'INTERP_NAME', 'PAPER_INTERP_NAME', 'ORIGINAL', 'CONTROL_TARGETS', 'CONTROL_VERSION', 'CONTROL_MIN_TRIALS',
-           'logged_every', 'b_spec', 'table1_runs', 'chunk_runs', 'interpolation_runs', 'pi_only', 'load_run',
-           'passkey_runs', 'lens_runs', 'control_trials', 'control_verdict', 'positive_control', 'gated',
-           'control_values', 'ControlledRecord', 'eval_set', 'eval_corpora', 'doubling_lengths', 'ppl_sweep',
-           'sweep_ratio', 'wide_ppl', 'growth_ratio', 'ratio_values', 'ppl_spread', 'PPLSetup', 'ppl_setup',
-           'seed_runs', 'pooled', 'seed_ratio', 'seed_spread', 'borrowed_seed_noise', 'seed_sweep', 'seed_table',
-           'plain_log_axes']
+           'ControlledRecord', 'logged_every', 'b_spec', 'table1_runs', 'chunk_runs', 'interpolation_runs', 'pi_only',
+           'load_run', 'passkey_runs', 'lens_runs', 'control_trials', 'control_verdict', 'positive_control', 'gated',
+           'control_values', 'control_gate', 'eval_set', 'eval_corpora', 'doubling_lengths', 'ppl_sweep', 'sweep_ratio',
+           'wide_ppl', 'growth_ratio', 'ratio_values', 'ppl_spread', 'PPLSetup', 'ppl_setup', 'seed_runs', 'pooled',
+           'seed_ratio', 'seed_spread', 'borrowed_seed_noise', 'seed_sweep', 'seed_table', 'plain_log_axes']
 
 # %% ../nbs/51_sweeps.ipynb #360a2922
 def logged_every(P: Profile) -> int:
@@ -175,22 +173,18 @@ def control_values(control: dict) -> dict:
     return {**v, "reason": f"not measurable: the positive control did not hold ({why})"}
 
 # %% ../nbs/51_sweeps.ipynb #e3681075
-class ControlledRecord(Record):
-    "A B notebook's Record: each check is decided only when the positive control holds."
-    def __init__(self, artifact: str, profile: Profile, control: dict | None = None, **kw):
-        super().__init__(artifact, profile, **kw)
-        self.control = positive_control(profile) if control is None else control
-
-    def check(self, claim: str, verdict=..., *args, sanity: bool = False, ungated: bool = False,
-              **kw):
-        "`Record.check`, with the control's verdict and values added unless `sanity` or `ungated`."
-        if sanity or ungated: return super().check(claim, verdict, *args, sanity=sanity, **kw)
+def control_gate(profile: Profile, control: dict | None = None):
+    "A B run's check gate: a check is decided only when the positive control holds."
+    control = positive_control(profile) if control is None else control
+    def gate(verdict, kw: dict) -> tuple:
         if kw.get("measured") is not None:      # the registry decides: the control is `positive`
-            return super().check(claim, verdict, *args,
-                                 **{"positive": self.control["holds"], **kw,
-                                    **control_values(self.control)})
-        return super().check(claim, gated(verdict, self.control), *args,
-                             **{**kw, **control_values(self.control)})
+            return verdict, {"positive": control["holds"], **kw, **control_values(control)}
+        return gated(verdict, control), {**kw, **control_values(control)}
+    gate.control = control
+    return gate
+
+# the experiment notebooks' name for it: `start_artifact(..., record=ControlledRecord)`
+ControlledRecord = control_gate
 
 # %% ../nbs/51_sweeps.ipynb #e8c2e473
 def eval_set(docs, length: int, n: int) -> list:

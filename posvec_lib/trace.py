@@ -13,10 +13,10 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['ADAPTERS', 'MEASURES', 'HOOK_POINTS', 'Adapter', 'model_class', 'position_kind', 'supported_for', 'check_measures',
-           'support_table', 'layer_windows', 'attention_masks', 'as_token_batch', 'check_batch_size', 'adapter_of',
-           'decoder_layers', 'hook_point', 'hooks', 'run_with_cache', 'run_with_hooks', 'active_extensions',
-           'Extension', 'ForwardLog', 'forward_log_path', 'write_forward_log']
+__all__ = ['ADAPTERS', 'MEASURES', 'HOOK_POINTS', 'Adapter', 'model_class', 'position_kind', 'measure_refusal', 'supported_for',
+           'check_measures', 'support_table', 'layer_windows', 'attention_masks', 'as_token_batch', 'in_vocabulary',
+           'check_batch_size', 'adapter_of', 'decoder_layers', 'hook_point', 'hooks', 'run_with_cache',
+           'run_with_hooks', 'active_extensions', 'Extension', 'ForwardLog', 'forward_log_path', 'write_forward_log']
 
 # %% ../nbs/22_trace.ipynb #c15a53ee
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def position_kind(config) -> str:
     return "rope" if float(frac) == 1.0 else "partial_rope"
 
 # %% ../nbs/22_trace.ipynb #2cd6603f
-def _refusal(config, measure: str) -> str | None:
+def measure_refusal(config, measure: str) -> str | None:
     "Why `measure` does not apply to `config`'s model, or None when it does."
     ad = ADAPTERS.get(getattr(config, "model_type", None))
     if ad is None: return f"model_type {getattr(config, 'model_type', None)!r} has no adapter"
@@ -87,7 +87,7 @@ def check_measures(config, measures) -> Adapter:
     bad = [m for m in measures if m not in MEASURES]
     if bad: raise ValueError(f"unknown measures {bad}; allowed: {list(MEASURES)}")
     for m in measures:
-        why = _refusal(config, m)
+        why = measure_refusal(config, m)
         if why: raise ValueError(f"{model_class(config)} does not support {m} ({MEASURES[m]}): "
                                  f"{why}; supported model types: {', '.join(supported_for(m))}")
     return ADAPTERS[config.model_type]
@@ -96,7 +96,7 @@ def support_table():
     "Family × measure: 'yes' or the reason it is refused (default config of each family)."
     import pandas as pd
     from transformers import AutoConfig
-    rows = {mt: {m: _refusal(AutoConfig.for_model(mt), m) or "yes" for m in MEASURES}
+    rows = {mt: {m: measure_refusal(AutoConfig.for_model(mt), m) or "yes" for m in MEASURES}
             for mt in ADAPTERS}
     return pd.DataFrame(rows).T
 
@@ -148,10 +148,10 @@ def as_token_batch(ids, name: str = "samples", model=None) -> torch.Tensor:
         raise ValueError(f"{name} holds 0 samples: at least 1 sample is needed "
                          f"(shape [N, T], N ≥ 1); got {_describe(ids)}")
     if t.dim() == 1: t = t[None]
-    if model is not None: _in_vocabulary(t, model, name)
+    if model is not None: in_vocabulary(t, model, name)
     return t if t.dtype == torch.long else t.long()
 
-def _in_vocabulary(t: torch.Tensor, model, name: str):
+def in_vocabulary(t: torch.Tensor, model, name: str):
     "Refuse token ids outside the model's embedding table, naming the allowed range."
     V = model.get_input_embeddings().num_embeddings
     lo, hi = int(t.min()), int(t.max())

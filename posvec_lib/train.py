@@ -10,10 +10,9 @@ import numpy as np
 import pandas as pd
 import torch
 from transformers import LlamaForCausalLM, Trainer, TrainingArguments, TrainerCallback
-from .config import (Profile, get_profile, cache_dir, ZOO_VARIANTS, in_notebook,
+from .config import (Profile, get_profile, cache_dir, ZOO_VARIANTS, in_notebook, note_input,
     sample_seed, add_profile_arguments, profile_from_args, run_command)
 from .storage import write_json, remove_cache_entry, entry_ok, seal, disk_errors
-from .record import note_input
 from .device import seed_everything, resolve_device, torch_dtype, oom_hint
 from .data import profile_data, RandomWindows, fixed_length_samples
 from .variants import Variant, zoo_variants, zoo_recipe, model_config, set_attention
@@ -251,23 +250,23 @@ def train_zoo_model(profile: Profile, name: str, force: bool = False) -> Path:
     return final
 
 # %% ../nbs/29_train.ipynb #58a97331
-def note_zoo_entry(path: Path):
-    "Record a finished zoo cache entry and its corpus among this process's inputs."
+def note_zoo_entry(profile: Profile, path: Path):
+    "Add a finished zoo cache entry and its corpus to the inputs of the run of `profile`."
     man = json.loads((Path(path) / "manifest.json").read_text())
     name = man["variant"]["name"]
-    note_input("zoo", name, label=ZOO_VARIANTS.get(name, name), cache=Path(path).name,
+    note_input(profile, "zoo", name, label=ZOO_VARIANTS.get(name, name), cache=Path(path).name,
                recipe=man.get("recipe", "scratch"), steps=man["steps"],
                tokens_seen=man["tokens_seen"],
                tokens_total=man.get("tokens_total", man["tokens_seen"]),
                final_val_ppl=man["final_val_ppl"], corpus=man["corpus"]["hash"])
-    note_input("corpus", man["corpus"]["hash"], **man["corpus"])
+    note_input(profile, "corpus", man["corpus"]["hash"], **man["corpus"])
 
 def load_zoo_model(profile: Profile, name: str, attn: str = "posvec_sdpa", train: bool = True):
     "A zoo model in eval mode: loaded from its checkpoint (paper) or trained here first if missing."
     src = pretrained_source(profile, name)
     if src is not None:
         # e.g. TinyLlama as TL-RoPE; a NoPE TinyLlama turned into TL-Window by configuration
-        note_input("zoo", name, label=ZOO_VARIANTS.get(name, name), source=src)
+        note_input(profile, "zoo", name, label=ZOO_VARIANTS.get(name, name), source=src)
         return load_checkpoint(src, zoo_variants(profile)[name], attn, torch_dtype(profile),
                                resolve_device(profile))
     if not buildable(profile, name):
@@ -281,7 +280,7 @@ def load_zoo_model(profile: Profile, name: str, attn: str = "posvec_sdpa", train
             raise FileNotFoundError(f"zoo model {name!r} of profile {profile.name!r} is not "
                                     f"trained ({path})")
         train_zoo_model(profile, name)
-    note_zoo_entry(path)
+    note_zoo_entry(profile, path)
     model = LlamaForCausalLM.from_pretrained(path, attn_implementation=attn,
                                              trust_remote_code=False)
     return model.to(resolve_device(profile)).eval()

@@ -2,8 +2,6 @@
 import ast, json, re
 from pathlib import Path
 
-# imports still to remove (issue 51): the model layer recording what a run read, sweeps' Record subclass
-EXCEPTIONS = {("train", "record"), ("finetune", "record"), ("pretrained", "record"), ("sweeps", "record")}
 LAYER_WIDTH = 20            # chapters 00-19: layer 1, 20-39: layer 2, 40-59: layer 3, 60-79: layer 4
 
 def layers(root: Path) -> dict[str, int]:
@@ -56,4 +54,41 @@ def test_chapter_numbers_show_the_layers(root):
 def test_a_chapter_imports_only_lower_numbered_chapters(root):
     C = chapters(root)
     bad = [(f.stem, m) for f in modules(root) for m in sorted(imports(f)) if m in C and C[m] >= C[f.stem]]
-    assert set(bad) <= EXCEPTIONS, f"imports of a chapter not read yet: {sorted(set(bad) - EXCEPTIONS)}"
+    assert not bad, f"imports of a chapter not read yet: {bad}"
+
+def test_no_private_name_crosses_modules(root):
+    bad = [(f.stem, n.module, a.name) for f in modules(root) for n in ast.walk(ast.parse(f.read_text()))
+           if isinstance(n, ast.ImportFrom) and (n.level == 1 or (n.module or "").startswith("posvec_lib"))
+           for a in n.names if a.name.startswith("_")]
+    assert not bad, f"private names imported from another module: {bad}"
+
+MUTATORS = {"append", "add", "update", "setdefault", "clear", "pop", "extend", "insert", "remove"}
+
+def written_globals(f: Path) -> set[str]:
+    "Module-level containers (or `global` names) that a function of the module changes."
+    tree = ast.parse(f.read_text())
+    containers = {t.id for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+                  for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                  if isinstance(t, ast.Name) and isinstance(n.value, (ast.Dict, ast.List, ast.Set, ast.Call))}
+    out = set()
+    for fn in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Global): out |= set(n.names)
+            elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in MUTATORS
+                  and isinstance(n.func.value, ast.Name) and n.func.value.id in containers):
+                out.add(n.func.value.id)
+            elif isinstance(n, (ast.Assign, ast.AugAssign)):
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                    if (isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)
+                            and t.value.id in containers): out.add(t.value.id)
+    return out
+
+# state about objects, not about a run: a memo of loaded data, a live model's switched-on extensions
+NOT_RECORDS = {"data": {"_PD_CACHE"}, "trace": {"_ACTIVE"}}
+
+def test_model_code_writes_no_module_global(root):
+    "What a run read is returned or passed explicitly (`profile.inputs`), never kept in a module."
+    L = layers(root)
+    bad = {f.stem: sorted(w) for f in modules(root)
+           if L.get(f.stem) == 2 and (w := written_globals(f) - NOT_RECORDS.get(f.stem, set()))}
+    assert not bad, f"model-layer modules writing module globals: {bad}"
