@@ -4,6 +4,7 @@
 
 # %% ../nbs/62_agreement.ipynb #37108419
 from __future__ import annotations
+from .stats import is_nan
 
 # %% auto #0
 __all__ = ['compare_results', 'agreement_lines']
@@ -21,7 +22,7 @@ def _leaves(obj, prefix: str = "") -> dict:
 
 # %% ../nbs/62_agreement.ipynb #b9370837
 # NaN (not measured) on both sides is no change
-def _same(x: float, y: float) -> bool: return x == y or (x != x and y != y)
+def _same(x: float, y: float) -> bool: return x == y or (is_nan(x) and is_nan(y))
 
 # %% ../nbs/62_agreement.ipynb #1eb440df
 def _noise_of(values: dict, key: str):

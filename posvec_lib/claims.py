@@ -8,7 +8,7 @@ import difflib, functools, math, re
 from pathlib import Path
 import posvec_lib
 from .config import ZOO_VARIANTS
-from .stats import VERDICTS, decide, decide_all, implies, verdict_name
+from .stats import VERDICTS, decide, decide_all, implies, verdict_name, is_nan
 
 # %% auto #0
 __all__ = ['CLAIM_COLUMNS', 'PAPERS', 'KINDS', 'NEGATIVES', 'RULE_OPS', 'PERMUTATION_LEVEL', 'registry_path', 'parse_rule',
@@ -119,7 +119,7 @@ def _decide(cond: tuple, m: dict) -> bool | None:
     "One condition on one unit's measurements; a NaN (not measured) is None."
     q, op, b = cond
     v, n = m[q]
-    if v != v or n != n: return None
+    if is_nan(v) or is_nan(n): return None
     if op == "in": return decide_all([decide(v, b[0], n, ">="), decide(v, b[1], n, "<=")])
     return decide(v, b[0], n, op)
 
@@ -146,12 +146,12 @@ def _learned(rule: str, measured: dict, null: dict) -> bool | None:
             if u not in z or q not in z[u]:
                 raise ValueError(f"the untrained null lacks {q!r} of unit {u!r}; it has {sorted(z)}")
             (v, n), (w, s) = t[u][q], z[u][q]
-            out.append(None if v != v or w != w else decide(v - w, 0.0, math.hypot(n, s), op))
+            out.append(None if is_nan(v) or is_nan(w) else decide(v - w, 0.0, math.hypot(n, s), op))
     return decide_all(out) if out else None
 
 def _undefined(m: dict) -> bool:
     "Are all values of these measurements NaN (a negative input that measured nothing)?"
-    return all(v != v for x in _table(m).values() for v, _ in x.values())
+    return all(is_nan(v) for x in _table(m).values() for v, _ in x.values())
 
 def _absent(m: str, profile) -> str | None:
     "Why `profile` has no model `m` (a zoo variant it does not build, a model it does not load)."

@@ -9,7 +9,8 @@ import numpy as np
 from .config import Profile
 
 # %% auto #0
-__all__ = ['GIB', 'seed_everything', 'resolve_device', 'torch_dtype', 'oom_hint', 'available_memory', 'memory_problem']
+__all__ = ['GIB', 'seed_everything', 'resolve_device', 'torch_dtype', 'world_size', 'rank', 'oom_hint', 'available_memory',
+           'memory_problem']
 
 # %% ../nbs/03_device.ipynb #0be5fbe9
 def seed_everything(seed: int = 0):
@@ -38,13 +39,28 @@ def resolve_device(profile: Profile, allow_cpu_for_paper: bool = False) -> torch
     if want == "cpu": torch.set_num_threads(profile.threads)
     return torch.device(want)
 
-def torch_dtype(profile: Profile) -> torch.dtype:
-    "The torch dtype named by the profile."
+def torch_dtype(x) -> torch.dtype:
+    "The torch dtype of a profile (its `dtype`), of a name ('float32', …), or `x` itself."
     import torch
+    if isinstance(x, torch.dtype): return x
+    name = x if isinstance(x, str) else x.dtype
     allowed = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-    if profile.dtype not in allowed:
-        raise ValueError(f"unknown dtype {profile.dtype!r}; allowed: {sorted(allowed)}")
-    return allowed[profile.dtype]
+    if name not in allowed:
+        raise ValueError(f"unknown dtype {name!r}; allowed: {sorted(allowed)}")
+    return allowed[name]
+
+# %% ../nbs/03_device.ipynb #8343068c
+def world_size() -> int:
+    "Processes of this run: the process group's size, else WORLD_SIZE (torchrun / accelerate); 1 alone."
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized(): return dist.get_world_size()
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+def rank() -> int:
+    "This process's rank: in the process group, else RANK; 0 when alone. Rank 0 writes the cache."
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized(): return dist.get_rank()
+    return int(os.environ.get("RANK", "0"))
 
 # %% ../nbs/03_device.ipynb #debb2b12
 def _is_oom(e: BaseException) -> bool:

@@ -19,14 +19,13 @@ __all__ = ['process_state', 'shard', 'all_reduce_sum', 'sharded_positional_vecto
 
 # %% ../nbs/70_distributed.ipynb #72f89232
 def process_state() -> tuple[int, int]:
-    "(rank, world size) of this process; (0, 1) when alone."
+    "(rank, world size) of this process, its process group joined first; (0, 1) when alone."
     import torch.distributed as dist
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
         if torch.cuda.is_available():
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    if dist.is_available() and dist.is_initialized(): return dist.get_rank(), dist.get_world_size()
-    return 0, 1
+    return rank(), world_size()
 
 # %% ../nbs/70_distributed.ipynb #9076b36c
 def shard(n: int, rank: int, world: int) -> range:

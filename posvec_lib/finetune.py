@@ -15,11 +15,11 @@ from transformers.trainer_callback import PrinterCallback
 from .config import (Profile, get_profile, cache_dir, in_notebook, note_input,
     add_profile_arguments, profile_from_args, run_command)
 from .storage import write_json, remove_cache_entry, entry_ok, seal, disk_errors
-from .device import seed_everything, resolve_device, oom_hint
+from .device import seed_everything, resolve_device, oom_hint, world_size, rank
 from .data import TokenizedDocs, profile_data, long_documents
 from .retrieval import recall_window, copy_window
 from .train import (load_zoo_model, zoo_path, training_args, last_checkpoint,
-                              note_zoo_entry, world_size, rank)
+                              note_zoo_entry)
 from .rope import apply_interpolation, METHODS as INTERPOLATIONS
 from .pose import (PoSECollator, check_windows, check_choice, check_chunks, CONTENTS,
                              ANCHORS, OFFSETS, CHUNKS_SAMPLER)

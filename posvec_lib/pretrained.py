@@ -14,7 +14,7 @@ from .storage import seal, seal_check, entry_ok
 from .variants import ATTENTION_KINDS, LLAMA_FAMILY, Variant, apply_variant
 from .trace import ADAPTERS
 from .data import TokenizedDocs, load_corpus, tokenize_split, get_tokenizer, fixed_length_samples
-from .device import seed_everything
+from .device import seed_everything, torch_dtype
 
 # %% auto #0
 __all__ = ['PRETRAINED', 'PretrainedModel', 'registry_table', 'package_file', 'assembled_file', 'model_source', 'check_gguf',
@@ -306,13 +306,6 @@ def tiny_local_model(profile=None) -> Path:
     seal(folder, "config.json")
     return folder
 
-# %% ../nbs/27_pretrained.ipynb #a15034b9
-def _dtype(dtype) -> torch.dtype:
-    if isinstance(dtype, torch.dtype): return dtype
-    allowed = ("float32", "bfloat16", "float16")
-    if dtype not in allowed: raise ValueError(f"unknown dtype {dtype!r}; allowed: {allowed}")
-    return getattr(torch, dtype)
-
 # %% ../nbs/27_pretrained.ipynb #42e07623
 def _located(name_or_path) -> tuple[dict, str, dict]:
     "(source, folder, loader kwargs) of a model name, its files checked."
@@ -349,7 +342,7 @@ def _model_at(located: tuple, variant, attn: str, dtype, device):
     if attn not in ATTENTION_KINDS:
         raise ValueError(f"unknown attention implementation {attn!r}; "
                          f"allowed: {ATTENTION_KINDS}")
-    dt = _dtype(dtype)
+    dt = torch_dtype(dtype)
     _, where, kw = located
     cfg = AutoConfig.from_pretrained(where, trust_remote_code=False, **kw)
     if variant is not None: apply_variant(cfg, variant, attn)
@@ -372,7 +365,7 @@ def load_pretrained(name_or_path, dtype="float32", attn: str = "posvec_sdpa", de
     from transformers import AutoTokenizer
     # resolved once, for the model and its tokenizer
     src, where, kw = located = _located(name_or_path)
-    dt = _dtype(dtype)
+    dt = torch_dtype(dtype)
     try: tok = AutoTokenizer.from_pretrained(where, trust_remote_code=False, **kw)
     # no tokenizer files, or one transformers cannot build
     except (ValueError, OSError, TypeError) as e:

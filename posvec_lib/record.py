@@ -10,7 +10,7 @@ from .config import Profile, figures_dir, get_profile
 from .device import seed_everything
 from .storage import (disk_errors, atomic_write, write_json,
     staging_dir, swap_in, restore_interrupted)
-from .stats import VERDICTS, verdict_name
+from .stats import VERDICTS, verdict_name, is_nan
 from .claims import claim as registered, decide_claim
 from .trace import forward_log_path, write_forward_log, ForwardLog
 
@@ -315,7 +315,7 @@ class Record:
 def to_markdown(df, floatfmt=".4g") -> str:
     "A GitHub Markdown table (no tabulate dependency)."
     def fmt(x):
-        if isinstance(x, float): return "" if x != x else format(x, floatfmt)
+        if isinstance(x, float): return "" if is_nan(x) else format(x, floatfmt)
         return str(x)
     line = lambda cells: "| " + " | ".join(cells) + " |"
     out = [line([str(c) for c in df.columns]), line(["---"] * len(df.columns))]

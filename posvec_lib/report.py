@@ -10,7 +10,7 @@ from .record import read_result, read_run, confined
 from .claims import PAPERS, claims_table, unregistered, load_claims
 from .config import Profile, get_profile, figures_dir, project_root, ZOO_VARIANTS
 from .storage import write_json, atomic_write, disk_errors, jsonable
-from .stats import VERDICTS
+from .stats import VERDICTS, is_nan
 from .reproduce import ARTIFACTS, PAPER_ITEMS, list_artifacts, git_commit
 from .pretrained import PRETRAINED
 
@@ -96,7 +96,7 @@ def fmt_num(x, fmt: str = ".2f", missing: str = "n/a") -> str:
     "`x` as text for a finding: `format(x, fmt)`, ∞ / −∞ if infinite, `missing` if NaN/None."
     if x is None: return missing
     x = float(x)
-    if x != x: return missing
+    if is_nan(x): return missing
     if math.isinf(x): return "∞" if x > 0 else "−∞"
     return format(x, fmt)
 

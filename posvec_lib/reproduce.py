@@ -18,7 +18,7 @@ from .record import RESULT_KEYS, read_record, read_result, read_run
 from .budget import LOCAL_CORPORA, llama_parameters, feasibility, confirm_cost, extra_cost
 from .digest import Artifact, experiments_dir, inputs_hash
 from .status import (
-    failure_path, computed_path, status, plan, print_plan, eta_text, finetune_runs)
+    failure_path, computed_path, status, batch_plan, print_batch_plan, eta_text, finetune_runs)
 from .agreement import compare_results, agreement_lines
 
 # %% auto #0
@@ -344,13 +344,13 @@ def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False,
     P = get_profile(profile, **(overrides or {})) if isinstance(profile, str) else profile
     arts = select(only)
     if dry_run:
-        rows, (problems, warnings) = (plan(P, arts, force, trust_committed),
+        rows, (problems, warnings) = (batch_plan(P, arts, force, trust_committed),
                                       feasibility(P, list(finetune_runs(P))))
         extra, knob = extra_cost(P, _expected_finetunes(P))
         if extra > 3600:
             warnings.append(f"the --set knobs add ~{extra / 3600:,.1f} h to the profile's "
                             f"estimate, most of it {knob}; a run asks first (--yes goes on)")
-        print_plan(P, rows, problems, warnings)
+        print_batch_plan(P, rows, problems, warnings)
         return dict(profile=P.name, results=P.results_name, plan=rows, ok=[], failed=[],
                     refused=problems, skipped=[r["artifact"] for r in rows if not r["run"]])
     Q = preflight(P, allow_no_gpu)
@@ -388,7 +388,7 @@ def _run_batch(P: Profile, arts: list, force: bool, overrides: dict | None, repo
         with disk_errors(log_dir), open(log_path, "a") as f: f.write(line + "\n")
     summary, t0 = dict(profile=P.name, results=P.results_name, ok=[], failed=[], skipped=[],
                        agreement={}, log=str(log_path)), time.time()
-    rows = {r["artifact"]: r for r in plan(P, arts, force, trust_committed)}
+    rows = {r["artifact"]: r for r in batch_plan(P, arts, force, trust_committed)}
     log(f"reproduce profile={P.name} artifacts={[a.name for a in arts]} force={force}"
         + (f" overrides={P.overrides()} -> results in figures/{P.results_name}/"
            if P.results_name != P.name else ""))

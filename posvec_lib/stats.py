@@ -10,7 +10,7 @@ from scipy.stats import norm
 
 # %% auto #0
 __all__ = ['VERDICTS', 'verdict_name', 'decide', 'split_half_noise', 'decide_all', 'binomial_noise', 'mc_noise', 'mean_se',
-           'pooled_accuracy', 'decide_accuracy', 'implies', 'as_verdict', 'decide_rows', 'decide_gap',
+           'pooled_accuracy', 'is_nan', 'decide_accuracy', 'implies', 'as_verdict', 'decide_rows', 'decide_gap',
            'decide_interval', 'exceeds', 'ordered_beyond_noise', 'rank_correlation', 'permutation_spearman',
            'label_permutations', 'reason_or_note']
 
@@ -76,10 +76,15 @@ def pooled_accuracy(accuracies, errors) -> tuple[float, float]:
         raise ValueError(f"need as many errors as accuracies (≥ 1); got {a.size} and {e.size}")
     return float(a.mean()), float(np.sqrt((e ** 2).sum()) / a.size)
 
+# %% ../nbs/02_stats.ipynb #b6167eaa
+def is_nan(x) -> bool:
+    "Is `x` NaN, the one value unequal to itself? (False for None, numbers and text.)"
+    return x != x
+
 # %% ../nbs/02_stats.ipynb #bb77dd4e
 def decide_accuracy(p: float, threshold: float, n: int, op: str = ">=") -> bool | None:
     "`decide` for an accuracy over n trials with its binomial noise; None if not measured (NaN)."
-    return None if p != p else decide(p, threshold, binomial_noise(p, n), op)
+    return None if is_nan(p) else decide(p, threshold, binomial_noise(p, n), op)
 
 # %% ../nbs/02_stats.ipynb #554c62e7
 def implies(a: bool | None, b: bool | None) -> bool | None:
@@ -89,7 +94,7 @@ def implies(a: bool | None, b: bool | None) -> bool | None:
 # %% ../nbs/02_stats.ipynb #03e3ba20
 def as_verdict(x) -> bool | None:
     "A verdict read back from a table cell: True / False, or None for a missing (None / NaN) one."
-    return None if x is None or x != x else bool(x)
+    return None if x is None or is_nan(x) else bool(x)
 
 # %% ../nbs/02_stats.ipynb #dd749c4e
 def decide_rows(table, rows, value: str, noise: str, threshold: float,
@@ -107,7 +112,7 @@ def decide_gap(a: float, noise_a: float, b: float, noise_b: float, threshold: fl
 # %% ../nbs/02_stats.ipynb #3b99069c
 def decide_interval(lo: float, hi: float, threshold: float = 1.0) -> bool | None:
     "True if [lo, hi] lies above `threshold`, False if below, None if it contains it or is NaN."
-    if lo != lo or hi != hi: return None
+    if is_nan(lo) or is_nan(hi): return None
     if not lo <= hi: raise ValueError(f"an interval needs lo ≤ hi, got [{lo}, {hi}]")
     return True if lo > threshold else False if hi < threshold else None
 

@@ -12,7 +12,7 @@ from .budget import training_seconds
 from .digest import Artifact, inputs_hash
 
 # %% auto #0
-__all__ = ['failure_path', 'computed_path', 'status', 'plan', 'cache_gaps', 'eta_text', 'print_plan', 'finetune_runs']
+__all__ = ['failure_path', 'computed_path', 'status', 'batch_plan', 'cache_gaps', 'eta_text', 'print_batch_plan', 'finetune_runs']
 
 # %% ../nbs/64_status.ipynb #814cf3f5
 def failure_path(art: Artifact, profile: Profile) -> Path:
@@ -75,7 +75,7 @@ def status(art: Artifact, profile: Profile) -> dict:
 
 
 # %% ../nbs/64_status.ipynb #4514c1ef
-def plan(P: Profile, arts: list, force: bool = False, trust_committed: bool = False) -> list[dict]:
+def batch_plan(P: Profile, arts: list, force: bool = False, trust_committed: bool = False) -> list[dict]:
     "What a batch would do with each artifact and why, with the wall time its last run took."
     rows = []
     for art in arts:
@@ -128,7 +128,7 @@ def eta_text(rows) -> str:
     s = f"~{sum(known) / 60:.0f} min" if known else "unknown"
     return s + (f" + {unknown} artifact(s) never timed" if unknown and known else "")
 
-def print_plan(P: Profile, rows: list[dict], problems=(), warnings=()):
+def print_batch_plan(P: Profile, rows: list[dict], problems=(), warnings=()):
     "The dry run: one line per artifact (run or skip, why, recorded wall time), total, refusals."
     print(f"posvec reproduce --profile {P.name} --dry-run: results in figures/{P.results_name}/")
     for r in rows:

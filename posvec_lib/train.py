@@ -13,7 +13,7 @@ from transformers import LlamaForCausalLM, Trainer, TrainingArguments, TrainerCa
 from .config import (Profile, get_profile, cache_dir, ZOO_VARIANTS, in_notebook, note_input,
     sample_seed, add_profile_arguments, profile_from_args, run_command)
 from .storage import write_json, remove_cache_entry, entry_ok, seal, disk_errors
-from .device import seed_everything, resolve_device, torch_dtype, oom_hint
+from .device import seed_everything, resolve_device, torch_dtype, oom_hint, world_size, rank
 from .data import profile_data, RandomWindows, fixed_length_samples
 from .variants import Variant, zoo_variants, zoo_recipe, model_config, set_attention
 from .evaluate import token_nll
@@ -22,9 +22,9 @@ from .pretrained import load_checkpoint
 from .budget import confirm_cost
 
 # %% auto #0
-__all__ = ['build_model', 'training_args', 'last_checkpoint', 'world_size', 'rank', 'pretrained_source', 'buildable',
-           'zoo_variant', 'zoo_seed', 'zoo_key', 'zoo_path', 'induction_warmup', 'train_zoo_model', 'note_zoo_entry',
-           'load_zoo_model', 'zoo_manifest', 'load_model', 'main']
+__all__ = ['build_model', 'training_args', 'last_checkpoint', 'pretrained_source', 'buildable', 'zoo_variant', 'zoo_seed',
+           'zoo_key', 'zoo_path', 'induction_warmup', 'train_zoo_model', 'note_zoo_entry', 'load_zoo_model',
+           'zoo_manifest', 'load_model', 'main']
 
 # %% ../nbs/29_train.ipynb #5c223038
 def build_model(profile: Profile, variant: Variant, vocab_size: int, seed: int | None = None,
@@ -73,15 +73,6 @@ def last_checkpoint(folder) -> str | None:
         if (d / "trainer_state.json").exists(): done.append(d)
         else: shutil.rmtree(d, ignore_errors=True)     # killed while Trainer was saving it
     return str(max(done, key=lambda d: int(d.name[len("checkpoint-"):]))) if done else None
-
-# %% ../nbs/29_train.ipynb #8343068c
-def world_size() -> int:
-    "Processes of this run (WORLD_SIZE, set by torchrun / accelerate launch; 1 when alone)."
-    return int(os.environ.get("WORLD_SIZE", "1"))
-
-def rank() -> int:
-    "This process's rank (RANK; 0 when alone): rank 0 writes the cache."
-    return int(os.environ.get("RANK", "0"))
 
 # %% ../nbs/29_train.ipynb #3ec60172
 def pretrained_source(profile: Profile, name: str) -> str | None:
