@@ -49,13 +49,13 @@ class Profile:
     # W of the small-window variant; n_layers * small_window < C (paper: 22 × 80 < 2048)
     small_window: int = 16
     rope_theta: float = 10000.0
-    # cpu: TL-NoPE-new (45 min from scratch) left out for the 90-minute budget;
+    # cpu leaves TL-NoPE-new out for its time budget;
     # `--set zoo=...,nope_new ablation_models=nope_new,window_rope` adds it
     zoo: tuple = ("nope", "rope", "window", "window_rope", "alibi", "window_small")
     # training: the RoPE base from scratch, then every other variant continually pre-trained
     # from it (paper A's recipe)
-    # steps of the RoPE base (and of every variant when continual_steps = 0); cpu: induction
-    # forms between steps 600 and 800 when the lr stays up (benchmarks/induction-probe-cpu.csv)
+    # steps of the RoPE base (and of every variant when continual_steps = 0); cpu's from
+    # benchmarks/induction-probe-cpu.csv
     train_steps: int = 2000
     # steps of each variant's continual pre-training from the base; TL-NoPE-new: from scratch
     # for train_steps + continual_steps (0 = every variant from scratch)
@@ -97,8 +97,8 @@ class Profile:
     pose_copy_share: float = 0.5
     # B's primary rows (paper: linear; linear breaks the cpu base: 30_finetune)
     pose_interpolation: str = "yarn_pose"
-    # Full-length runs at s₁·C in B_ppl (the control is the first; 368 s each at cpu on an
-    # AMD EPYC); PoSE and RandPos get 3 seeds, which measure the seed spread
+    # Full-length runs at s₁·C in B_ppl (the control is the first); PoSE and RandPos get 3
+    # seeds, which measure the seed spread
     full_length_seeds: int = 1
     passkey_trials: int = 20
     # init seeds of the untrained null (null.null_seeds): 5 gives its t interval 4 df (t = 2.78;
@@ -107,11 +107,10 @@ class Profile:
     # graded passkey: the true key ranked among this many answers (chance rank score 0.5)
     passkey_candidates: int = 25
     mc_iterations: int = 10000           # Monte Carlo iterations (coverage, B Fig. 5/6)
-    # documents per corpus for long-context PPL; cpu: 8 for the cold budget (sliding-window PPL
-    # at stride C/2 is most of the B artifacts' time)
+    # documents per corpus for long-context PPL (cpu: 8, for its time budget)
     eval_docs: int = 8
-    # B Table 2: PoSE to extreme_target·C (paper: 128k of 2k, 64); 0 = not run (cpu: cut for the
-    # cold budget; its PPL at 16C…64C was the bulk of B_interpolation's 17 minutes)
+    # B Table 2: PoSE to extreme_target·C (paper: 128k of 2k, 64); 0 = not run (cpu: for its
+    # time budget)
     extreme_target: int = 0
     # paper-scale names (used when network and GPU exist)
     paper_models: tuple = ()
@@ -126,10 +125,10 @@ class Profile:
     # tokens per window for its positional vectors, attention and ablations
     pretrained_length: int = 256
     # windows for its positional vectors (in quarters: halves for noise, cross-fitting); half of
-    # them for its ablation rows; cpu: 32 for the cold budget
+    # them for its ablation rows; cpu: 32, for its time budget
     pretrained_samples: int = 32
-    # passkey prompt lengths inside its window (a harness validation); cpu: 1024 and 2048 left
-    # out for the cold budget (20/20 at 512, 1024 and 2048 in 2c0c4ef's run)
+    # passkey prompt lengths inside its window (a harness validation; cpu: 512 only, for its
+    # time budget)
     pretrained_passkey_lengths: tuple = (512,)
 
     # not a knob: what a run read (zoo entries, fine-tunes, corpora, checkpoints), added by the
