@@ -4,13 +4,16 @@
 
 # %% ../nbs/28_budget.ipynb #57326971
 from __future__ import annotations
+import re, sys, warnings
+from dataclasses import replace
+from pathlib import Path
 from .config import Profile, short, get_profile, PROFILES
 from .device import GIB, memory_problem
-
-LOCAL_CORPORA = ("stdlib", "stdlib-tests")        # built by `data.load_corpus` from this Python
 from .variants import zoo_recipe
 from .data import load_corpus
 from .pretrained import load_config, model_source, PRETRAINED
+
+LOCAL_CORPORA = ("stdlib", "stdlib-tests")        # built by `data.load_corpus` from this Python
 
 # %% auto #0
 __all__ = ['LOCAL_CORPORA', 'CPU_MEASURED', 'GPU_FLOPS', 'MC_SECONDS', 'llama_parameters', 'profile_parameters', 'train_bytes',
@@ -89,7 +92,6 @@ def zoo_tokens(P: Profile, zoo=None) -> int:
 
 def finetune_tokens(P: Profile, name: str) -> int:
     "Tokens one fine-tune named `name` trains on: Lt per example for Full-length, else Lc."
-    import re
     t = re.search(r"-(\d+)x(?:-seed\d+)?$", name)
     per = int(t.group(1)) * P.C if "-full-length-" in name and t else P.C
     return P.pose_steps * P.pose_batch_size * per
@@ -103,9 +105,7 @@ def training_seconds(P: Profile, finetunes: int | list = 0, zoo=None) -> float:
 # %% ../nbs/28_budget.ipynb #4ff36972
 def longest_document(source: str, split: str, max_files: int = 0) -> int | None:
     "Characters in the longest document of a local corpus split; None for a hub corpus."
-    from pathlib import Path
     if source not in LOCAL_CORPORA and not Path(source).expanduser().exists(): return None
-    import warnings
     with warnings.catch_warnings():               # a probe: the run itself warns of a small corpus
         warnings.simplefilter("ignore")
         texts = load_corpus(source, max_files)[split]["text"]
@@ -113,9 +113,7 @@ def longest_document(source: str, split: str, max_files: int = 0) -> int | None:
 
 def document_count(source: str, split: str, max_files: int = 0) -> int | None:
     "Documents in a local corpus split; None for a hub corpus."
-    from pathlib import Path
     if source not in LOCAL_CORPORA and not Path(source).expanduser().exists(): return None
-    import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return len(load_corpus(source, max_files)[split]["text"])
@@ -173,7 +171,6 @@ def _pretrained_problem(P: Profile) -> str | None:
 
 def _base_problem(P: Profile) -> str | None:
     "A local base model the profile continues from that cannot be read."
-    from pathlib import Path
     if not P.base_model or not Path(P.base_model).expanduser().exists(): return None
     try: load_config(P.base_model)
     except (ValueError, FileNotFoundError, OSError) as e: return f"base_model: {e}"
@@ -204,7 +201,6 @@ def feasibility(P: Profile, finetunes: int | list = 0,
 # %% ../nbs/28_budget.ipynb #90f482de
 def extra_cost(P: Profile, finetunes: list | int = 0) -> tuple[float, str | None]:
     "Estimated seconds the knobs of `P` add to its named profile's, and the knob adding most alone."
-    from dataclasses import replace
     base = PROFILES.get(P.name)
     if base is None: return 0.0, None
     est = lambda Q: training_seconds(Q, finetunes) + mc_seconds(Q)
@@ -217,7 +213,6 @@ def extra_cost(P: Profile, finetunes: list | int = 0) -> tuple[float, str | None
 def confirm_cost(P: Profile, yes: bool = False, finetunes: list | int = 0, hours: float = 1.0,
                  ask=input):
     "Ask before work the knobs add > `hours` to; go on with `yes`; refuse with no terminal."
-    import sys
     extra, knob = extra_cost(P, finetunes)
     if extra <= hours * 3600 or yes: return
     what = (f"the --set knobs add ~{extra / 3600:,.1f} h to the estimate of profile "
