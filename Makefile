@@ -1,6 +1,7 @@
 # posvec: the two commands of the README.
 #   make reproduce   set up from nothing and run the cpu reproduction (posvec reproduce --profile cpu)
 #   make test        set up from nothing and run every test (what .ci/run calls)
+#   make test-quick  the same without what takes minutes (#| slow cells, tests marked slow)
 PY      ?= python3.11
 VENV    ?= .venv
 BIN     := $(VENV)/bin
@@ -12,7 +13,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 CHROMIUM ?= chromium
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
 
-.PHONY: setup browser reproduce test test-notebooks test-py clean-runs readme
+.PHONY: setup browser reproduce test test-quick test-notebooks test-py clean-runs readme
 
 # The reproduction's exact versions: requirements-lock.txt (constraints; settings.ini holds the library's ranges).
 # torch first, alone: the lock's 2.13.0 is the CPU wheel on this disk (resolved with everything else, pip may take a CUDA build).
@@ -48,6 +49,11 @@ test-notebooks: setup
 
 test-py: setup browser
 	$(BIN)/python -m pytest -q tests
+
+# Chapters without their `#| slow` cells, pytest without tests marked slow (tests/conftest.py).
+test-quick: setup
+	cd nbs && ../$(BIN)/nbdev_test --n_workers 2
+	$(BIN)/python -m pytest -q -m "not slow" tests
 
 clean-runs:
 	rm -rf runs figures/smoke

@@ -21,3 +21,17 @@ def one_thread():
     n = torch.get_num_threads(); torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+# `slow`: what takes minutes; `make test-quick` (pytest -m "not slow") skips it, `make test` runs it.
+# Whole files that launch processes (torchrun, a fresh venv, a second model family), and every test
+# that runs the `posvec` command in a subprocess (the `venv_bin` fixture).
+SLOW_FILES = {"test_packaging.py", "test_distributed.py", "test_finetune.py", "test_gemma3.py",
+              "test_gpu_bench.py", "test_report_browser.py"}
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: takes minutes; skipped by make test-quick")
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in SLOW_FILES or "venv_bin" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)

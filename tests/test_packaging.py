@@ -18,9 +18,9 @@ KNOWN_BREAKS = {
 }
 EXACT = {"nbdev": "exported cell markers changed format in 2.4.11: one nbdev version everywhere, or exports differ; "
                   "nbdev 3 refuses settings.ini"}
-# The lowest versions the library chapters' tests ran with, all together (nbdev_test on every chapter, 00_config ... 14_distributed,
+# The lowest versions the library chapters' tests ran with, all together (nbdev_test on every chapter, 00_storage ... 71_cli,
 # in one venv; issue 34's closing note). Every core lower bound in settings.ini is one of these. transformers 5.18 ... 5.23 run
-# every chapter but 10d_passkey, whose cached candidate scores then differ from a full forward by 4e-3 (5.24: within 1e-3).
+# every chapter but 48_passkey, whose cached candidate scores then differ from a full forward by 4e-3 (5.24: within 1e-3).
 # torch: 2.13.0 is the only CPU wheel this machine installs without a multi-GB CUDA download; older ones are untested.
 LOWEST_TESTED = {"torch": "2.13.0", "transformers": "5.24.0", "tokenizers": "0.23.1", "huggingface-hub": "1.31.0",
                  "safetensors": "0.8.0", "accelerate": "1.10.0", "datasets": "4.0.0", "numpy": "2.0.2", "scipy": "1.13.1",
@@ -175,7 +175,7 @@ def test_library_imports_declared(root):
 def test_notebook_imports_declared(root):
     "Chapters import only core + notebooks; experiment notebooks only core + repro; tests, benchmarks and tools core + dev."
     s = _settings(root)
-    # deepspeed: 11_reproduce says 'not importable here' without it (the notebooks extra leaves the multi-GPU build out)
+    # deepspeed: 65_reproduce says 'not importable here' without it (the notebooks extra leaves the multi-GPU build out)
     assert not (b := _undeclared(sorted((root / "nbs").glob("*.ipynb")), _declared(s, "notebooks", "deepspeed"))), f"chapters: {b}"
     assert not (b := _undeclared(sorted((root / "nbs" / "experiments").glob("*.ipynb")), _declared(s, "repro"))), f"experiments: {b}"
     files = [f for d in ("tests", "benchmarks", "tools") for f in sorted((root / d).glob("*.py"))]
@@ -290,7 +290,7 @@ def test_repro_notebooks_extras_run_an_experiment(root, wheel, tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     res = json.loads((clone / "figures" / "smoke" / nb / "result.json").read_text())
     assert res["artifact"] == nb and res["profile"] == "smoke"
-    # and a chapter runs with its tests, as in JupyterLab (09_pose failed at cell 3 without fastcore / nbdev)
-    (clone / "nbs" / "09_pose.ipynb").write_text((root / "nbs" / "09_pose.ipynb").read_text())
+    # and a chapter runs with its tests, as in JupyterLab (25_pose failed at cell 3 without fastcore / nbdev)
+    (clone / "nbs" / "25_pose.ipynb").write_text((root / "nbs" / "25_pose.ipynb").read_text())
     _run([env / "bin" / "python", "-c", "import sys; from nbdev.test import nbdev_test; "
-          "sys.argv = ['nbdev_test', '--path', '09_pose.ipynb', '--n_workers', '1']; nbdev_test()"], cwd=clone / "nbs", env=sub)
+          "sys.argv = ['nbdev_test', '--path', '25_pose.ipynb', '--n_workers', '1']; nbdev_test()"], cwd=clone / "nbs", env=sub)

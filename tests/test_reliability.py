@@ -143,11 +143,11 @@ def test_result_with_bad_claims_is_damaged(home, venv_bin, claims):
 def test_runner_swaps_only_after_its_record(tmp_path, monkeypatch):
     "Under the runner, save() leaves the new result staged: a kill before run.json is written keeps the old result."
     from posvec_lib.config import get_profile
-    from posvec_lib.record import Record, _INPUTS
+    from posvec_lib.record import Record
     good = tmp_path / "art"
     r = Record("art", get_profile("smoke"), folder=good); r.number("x", 1); r.save()
     monkeypatch.setenv("POSVEC_RUNNER_SWAPS", "1")
-    r2 = Record("art", get_profile("smoke"), folder=good); r2.number("x", 2); staged = r2.save(); _INPUTS.clear()
+    r2 = Record("art", get_profile("smoke"), folder=good); r2.number("x", 2); staged = r2.save()
     assert json.loads((good / "result.json").read_text())["numbers"] == {"x": 1}
     assert json.loads(staged.read_text())["numbers"] == {"x": 2} and staged.parent.name == ".art.partial"
 
@@ -293,22 +293,22 @@ def test_second_batch_is_refused_or_waits(home, venv_bin, monkeypatch):
 
 def test_wall_clock_checks_not_counted(tmp_path, monkeypatch):
     from posvec_lib.config import get_profile
-    from posvec_lib.record import Record, _INPUTS
+    from posvec_lib.record import Record
     from posvec_lib.reproduce import ARTIFACTS
     from posvec_lib.digest import inputs_hash
-    from posvec_lib.report import report_data, _summary_lines
+    from posvec_lib.report import report_data, summary_lines
     from posvec_lib.config import figures_dir
     from posvec_lib.storage import write_json
     monkeypatch.setenv("POSVEC_HOME", str(tmp_path)); (tmp_path / "nbs" / "experiments").mkdir(parents=True)
     for a in ARTIFACTS: (tmp_path / "nbs" / "experiments" / f"{a}.ipynb").write_text("{}")
     P = get_profile("smoke")
     r = Record("B_ppl", P); r.check("a real claim", True); r.check("time per step is flat", False, volatile=True)
-    r.check("the harness retrieves the key on a capable model", False, sanity=True); r.save(); _INPUTS.clear()
+    r.check("the harness retrieves the key on a capable model", False, sanity=True); r.save()
     write_json(figures_dir(P, "B_ppl") / "run.json", dict(status="ok", inputs=inputs_hash(ARTIFACTS["B_ppl"], P), finished="x"))
     D = report_data(P)
     assert D["counts"] == {"holds": 1, "fails": 0, "not measurable": 0, "wall-clock": 1, "sanity": 1}
-    assert "(1 wall-clock check not counted" in _summary_lines(D)[0]
-    assert "(1 sanity check not counted" in _summary_lines(D)[0]
+    assert "(1 wall-clock check not counted" in summary_lines(D)[0]
+    assert "(1 sanity check not counted" in summary_lines(D)[0]
 
 
 # ---------------------------------------------------------------------------------------------------------------
