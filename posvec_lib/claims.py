@@ -200,7 +200,7 @@ def _paired(rule: str, measured: dict, null: dict) -> tuple[bool | None, list]:
     return decide_all(per), demoted
 
 def _by_model(rule: str, measured: dict, control: dict) -> tuple[bool | None, list]:
-    "Per unit, the trained verdict unless its own control (same unit, else same model) meets it."
+    "Per unit, the trained verdict unless its own control (same unit, else same model) does not fail."
     model = lambda u: str(u).split("/")[0]
     groups = {}
     for u, m in _table(control).items(): groups.setdefault(model(u), {})[u] = m
@@ -210,7 +210,8 @@ def _by_model(rule: str, measured: dict, control: dict) -> tuple[bool | None, li
         p = apply_rule(rule, {u: m})[0]
         ctl = ({u: control[u]} if u in control else groups.get(model(u)))
         n = apply_rule(rule, ctl)[0] if ctl else every
-        if (n is True or (ctl and _undefined(ctl))) and p is not None: p = None; blocked.append(u)
+        meets = n is True or bool(ctl and _undefined(ctl))
+        if (meets and p is not None) or (n is None and p is True): p = None; blocked.append(u)
         per.append(p)
     return decide_all(per), blocked
 
@@ -252,11 +253,12 @@ def decide_claim(id: str, measured: dict, negative: dict | list | None = None,
         verdict, blocked = _by_model(rule, measured, negative)
         if blocked:
             reason = (f"on {blocked} its own negative control ({row['negative']}; the same unit, "
-                      "else the same model) meets the rule too or measured nothing: not evidence "
-                      "there")
-    elif kind != "untrained" and present is True and nv is True:
+                      "else the same model) meets the rule too, is within its noise or measured "
+                      "nothing: not evidence there")
+    elif kind != "untrained" and present is True and nv is not False:
         verdict = None
-        reason = f"it holds on its negative input ({row['negative']}) as well: not evidence"
+        reason = (f"it holds on its negative input ({row['negative']}) as well, or that is within "
+                  "its noise: not evidence")
     return dict(out, verdict=verdict_name(verdict), **({"reason": reason} if reason else {}))
 
 # %% ../nbs/11e_claims.ipynb #2551f3ad
