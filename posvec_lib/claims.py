@@ -215,11 +215,23 @@ def _by_model(rule: str, measured: dict, control: dict) -> tuple[bool | None, li
         per.append(p)
     return decide_all(per), blocked
 
+def _unmeasured(row: dict, missing: dict, profile=None) -> dict:
+    "A check none of whose models was measured: not measurable, each model's reason in `missing`."
+    named = [m.strip() for m in row["our_models"].split(";") if m.strip() not in ("", "-")]
+    why = {m: w for m in named if (w := dict(missing).get(m) or _absent(m, profile))}
+    lacking = [m for m in named if m not in why]
+    if lacking or not named:
+        raise ValueError(f"claim {row['id']}: nothing measured; say why for {lacking or named} in "
+                         "missing={model: reason}")
+    return dict(rule=row["rule"], present="not measurable", per_unit={}, missing=why,
+                verdict="not measurable", reason=f"none of its models was measured: {why}")
+
 def decide_claim(id: str, measured: dict, negative: dict | list | None = None,
                  positive: bool | None = True, missing: dict | None = None,
                  registry=None, profile=None) -> dict:
     "A check of claim `id` decided by its registry row: verdict, present, null_verdict, learned."
     row = claim(id, registry)
+    if isinstance(measured, dict) and not measured: return _unmeasured(row, missing or {}, profile)
     rule = row["rule"]
     present, per = apply_rule(rule, measured)
     out = dict(rule=rule, present=verdict_name(present),
