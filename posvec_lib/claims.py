@@ -304,10 +304,18 @@ def evidence(records) -> list[dict]:
             rows.append(dict(artifact=res.get("artifact", ""), id=c.get("id", ""), claim=c["claim"],
                              verdict=c["verdict"], kind=kind, extension=bool(c.get("extension")),
                              models=_models(c, res), null_verdict=v.get("null_verdict", ""),
-                             learned=v.get("learned", "")))
+                             present=v.get("present", ""), learned=v.get("learned", "")))
     return rows
 
 # %% ../nbs/11e_claims.ipynb #f281638d
+def _learned_text(rows) -> str:
+    "The checks' `learned`: one verdict, or each verdict with the models it was found on."
+    by = {}
+    for r in rows:
+        if r["learned"]: by.setdefault(r["learned"], set()).update(r["models"])
+    if len(by) <= 1: return next(iter(by), "")
+    return "; ".join(f"{v} on {', '.join(sorted(m))}" for v, m in sorted(by.items()))
+
 def claims_table(records):
     "One row per registry claim: verdict, checks, models, negative input, learned; extensions apart."
     import pandas as pd
@@ -318,7 +326,7 @@ def claims_table(records):
         own = [r for r in rows if counted(r)]
         ext = [dict(r, extension=False) for r in rows if r["extension"] and not r["kind"]]
         n = {v: sum(r["verdict"] == v for r in own) for v in ("holds", "fails")}
-        learned = [dict(verdict=r["learned"]) for r in own if r["learned"]]
+        present = [dict(verdict=r["present"]) for r in own if r["present"]]
         out.append(dict(id=c["id"], paper=c["paper"], sentence=c["sentence"],
                         verdict=claim_verdict(rows),
                         n_checks=len(own), n_holds=n["holds"], n_fails=n["fails"],
@@ -329,7 +337,8 @@ def claims_table(records):
                         kind=c["kind"], negative=c["negative"],
                         sanity=c["negative"] == "sanity",
                         n_negative_holds=sum(r["null_verdict"] == "holds" for r in own),
-                        learned=claim_verdict(learned) if learned else "",
+                        present=claim_verdict(present) if present else "",
+                        learned=_learned_text(own),
                         follows="" if c["follows"] == "-" else c["follows"]))
     return pd.DataFrame(out)
 
