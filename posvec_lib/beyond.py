@@ -20,8 +20,8 @@ __all__ = ['RESOLVING_ERROR', 'SIMI_REL_IN_DISTRIBUTION', 'IN_WINDOW_LEVEL', 'SH
            'window_similarity', 'identification_error', 'ratio_from_matches', 'effective_ratio',
            'same_position_similarity', 'same_position_level', 'resolving_layers', 'ratio_over_layers', 'ratio_close_to',
            'ratio_matches_factor', 'relative_similarity', 'nearest_distance', 'in_window_share', 'group_vectors',
-           'pooled', 'part_ratios', 'groups_interval', 'share_interval', 'share_gap_draws', 'interval_means',
-           'sink_by_position', 'positional_logits', 'logits_similarity', 'sink_fade']
+           'pooled', 'part_ratios', 'median_rank_interval', 'groups_interval', 'share_interval', 'share_gap_draws',
+           'interval_means', 'sink_by_position', 'positional_logits', 'logits_similarity', 'sink_fade']
 
 # %% ../nbs/45_beyond.ipynb #9c8c2f53
 def _fingerprint(model) -> dict:
@@ -244,6 +244,15 @@ def part_ratios(ext_groups, ref_groups, C: int, layers, k: int = 4, T: int | Non
     blocks = lambda gs: [pooled([gs[j] for j in b]) for b in np.array_split(range(len(gs)), k)]
     return [min(ratio_over_layers(effective_ratio(_pv(e)[:, :T], r, C, rank=rank), layers), bound)
             for e, r in zip(blocks(ext_groups), blocks(ref_groups))]
+
+# %% ../nbs/45_beyond.ipynb #c3f8a9e1
+def median_rank_interval(values) -> tuple[float, float, float]:
+    "Median of an odd number k ≥ 5 of part values, the half-width of [min, max], its level."
+    v = np.sort(np.asarray(values, float))
+    if len(v) < 5 or len(v) % 2 == 0 or np.isnan(v).any():
+        raise ValueError(f"need an odd number ≥ 5 of part values without NaN, got {v}")
+    m = float(v[len(v) // 2])
+    return m, float(max(m - v[0], v[-1] - m)), 1 - 2 * 0.5 ** len(v)
 
 # %% ../nbs/45_beyond.ipynb #833d712f
 def groups_interval(statistic, *group_sets, layer: int | None = None, n_resamples: int = 999,

@@ -200,7 +200,7 @@ def _paired(rule: str, measured: dict, null: dict) -> tuple[bool | None, list]:
     return decide_all(per), demoted
 
 def _by_model(rule: str, measured: dict, control: dict) -> tuple[bool | None, list]:
-    "Per unit, the trained verdict unless its own control (same unit, else same model) meets it."
+    "Per unit, the trained verdict unless its own control (same unit, else same model) does not fail."
     model = lambda u: str(u).split("/")[0]
     groups = {}
     for u, m in _table(control).items(): groups.setdefault(model(u), {})[u] = m
@@ -210,15 +210,28 @@ def _by_model(rule: str, measured: dict, control: dict) -> tuple[bool | None, li
         p = apply_rule(rule, {u: m})[0]
         ctl = ({u: control[u]} if u in control else groups.get(model(u)))
         n = apply_rule(rule, ctl)[0] if ctl else every
-        if (n is True or (ctl and _undefined(ctl))) and p is not None: p = None; blocked.append(u)
+        meets = n is True or bool(ctl and _undefined(ctl))
+        if (meets and p is not None) or (n is None and p is True): p = None; blocked.append(u)
         per.append(p)
     return decide_all(per), blocked
+
+def _unmeasured(row: dict, missing: dict, profile=None) -> dict:
+    "A check none of whose models was measured: not measurable, each model's reason in `missing`."
+    named = [m.strip() for m in row["our_models"].split(";") if m.strip() not in ("", "-")]
+    why = {m: w for m in named if (w := dict(missing).get(m) or _absent(m, profile))}
+    lacking = [m for m in named if m not in why]
+    if lacking or not named:
+        raise ValueError(f"claim {row['id']}: nothing measured; say why for {lacking or named} in "
+                         "missing={model: reason}")
+    return dict(rule=row["rule"], present="not measurable", per_unit={}, missing=why,
+                verdict="not measurable", reason=f"none of its models was measured: {why}")
 
 def decide_claim(id: str, measured: dict, negative: dict | list | None = None,
                  positive: bool | None = True, missing: dict | None = None,
                  registry=None, profile=None) -> dict:
     "A check of claim `id` decided by its registry row: verdict, present, null_verdict, learned."
     row = claim(id, registry)
+    if isinstance(measured, dict) and not measured: return _unmeasured(row, missing or {}, profile)
     rule = row["rule"]
     present, per = apply_rule(rule, measured)
     out = dict(rule=rule, present=verdict_name(present),
@@ -252,11 +265,12 @@ def decide_claim(id: str, measured: dict, negative: dict | list | None = None,
         verdict, blocked = _by_model(rule, measured, negative)
         if blocked:
             reason = (f"on {blocked} its own negative control ({row['negative']}; the same unit, "
-                      "else the same model) meets the rule too or measured nothing: not evidence "
-                      "there")
-    elif kind != "untrained" and present is True and nv is True:
+                      "else the same model) meets the rule too, is within its noise or measured "
+                      "nothing: not evidence there")
+    elif kind != "untrained" and present is True and nv is not False:
         verdict = None
-        reason = f"it holds on its negative input ({row['negative']}) as well: not evidence"
+        reason = (f"it holds on its negative input ({row['negative']}) as well, or that is within "
+                  "its noise: not evidence")
     return dict(out, verdict=verdict_name(verdict), **({"reason": reason} if reason else {}))
 
 # %% ../nbs/60_claims.ipynb #2551f3ad
@@ -290,10 +304,18 @@ def evidence(records) -> list[dict]:
             rows.append(dict(artifact=res.get("artifact", ""), id=c.get("id", ""), claim=c["claim"],
                              verdict=c["verdict"], kind=kind, extension=bool(c.get("extension")),
                              models=_models(c, res), null_verdict=v.get("null_verdict", ""),
-                             learned=v.get("learned", "")))
+                             present=v.get("present", ""), learned=v.get("learned", "")))
     return rows
 
 # %% ../nbs/60_claims.ipynb #f281638d
+def _learned_text(rows) -> str:
+    "The checks' `learned`: one verdict, or each verdict with the models it was found on."
+    by = {}
+    for r in rows:
+        if r["learned"]: by.setdefault(r["learned"], set()).update(r["models"])
+    if len(by) <= 1: return next(iter(by), "")
+    return "; ".join(f"{v} on {', '.join(sorted(m))}" for v, m in sorted(by.items()))
+
 def claims_table(records):
     "One row per registry claim: verdict, checks, models, negative input, learned; extensions apart."
     import pandas as pd
@@ -304,7 +326,7 @@ def claims_table(records):
         own = [r for r in rows if counted(r)]
         ext = [dict(r, extension=False) for r in rows if r["extension"] and not r["kind"]]
         n = {v: sum(r["verdict"] == v for r in own) for v in ("holds", "fails")}
-        learned = [dict(verdict=r["learned"]) for r in own if r["learned"]]
+        present = [dict(verdict=r["present"]) for r in own if r["present"]]
         out.append(dict(id=c["id"], paper=c["paper"], sentence=c["sentence"],
                         verdict=claim_verdict(rows),
                         n_checks=len(own), n_holds=n["holds"], n_fails=n["fails"],
@@ -315,7 +337,8 @@ def claims_table(records):
                         kind=c["kind"], negative=c["negative"],
                         sanity=c["negative"] == "sanity",
                         n_negative_holds=sum(r["null_verdict"] == "holds" for r in own),
-                        learned=claim_verdict(learned) if learned else "",
+                        present=claim_verdict(present) if present else "",
+                        learned=_learned_text(own),
                         follows="" if c["follows"] == "-" else c["follows"]))
     return pd.DataFrame(out)
 

@@ -354,7 +354,13 @@ def status_line(r) -> str:
 
 # %% ../nbs/66_report.ipynb #5c0af919
 REGISTRY_HEADER = ["claim", "paper", "the paper says", "verdict", "checks (hold / fail)", "models",
-                   "negative input (checks holding there)", "learned", "artifacts", "extensions"]
+                   "negative input (checks holding there)", "present; learned", "artifacts",
+                   "extensions"]
+
+def _present_learned(r) -> str:
+    "Does the rule hold on the trained values at all (present), and beyond the untrained null?"
+    p, le = getattr(r, "present", ""), getattr(r, "learned", "")
+    return "; ".join(x for x in (p and f"present: {p}", le and f"learned: {le}") if x)
 
 def _registry_md(t) -> list[str]:
     "The registered claims that have checks, one row each: what the headline counts."
@@ -364,12 +370,14 @@ def _registry_md(t) -> list[str]:
             "Each claim of `data/claims.csv` once, with the checks and "
             "models it was tested on; checks on other models (extensions) apart. A check holds "
             "only when the same rule fails on its negative input (the untrained copy, a negative "
-            "control or a permutation); *learned* says whether the trained value lies beyond the "
-            "untrained null's.", ""] + _md_table(
+            "control or a permutation); *present* says whether the rule holds on the trained "
+            "values at all, *learned* whether the trained value lies beyond the untrained null's "
+            "(a rule present but not learned is met at initialisation: a finding, not a fail).",
+            ""] + _md_table(
         REGISTRY_HEADER, [[r.id, r.paper, _short(r.sentence),
                            f"**{r.verdict}**" + (f" (follows {r.follows})" if r.follows else ""),
                            f"{r.n_checks} ({r.n_holds} / {r.n_fails})", r.n_models,
-                           f"{r.negative} ({r.n_negative_holds})", r.learned or "", r.artifacts,
+                           f"{r.negative} ({r.n_negative_holds})", _present_learned(r), r.artifacts,
                            f"{r.n_extensions}: {r.extension_verdict}" if r.n_extensions else ""]
                           for r in t.itertuples()]) + [""]
 
