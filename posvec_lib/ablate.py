@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 from .trace import decoder_layers, hooks
-from .decompose import (StreamingMoments, PositionalVectors, positional_vectors,
+from .decompose import (StreamingMoments, PositionalVectors, positional_vectors, combine,
                                   t_half_width)
 from .attention import (attention_by_distance, sink_share, uniform_sink_share,
                                   sink_x_uniform, sink_excess, decay_ratio, mean_attention,
@@ -28,8 +28,8 @@ __all__ = ['WHERES', 'REMOVALS', 'LOCAL_CONTEXT', 'NULL_COLS', 'InputVectors', '
            'excess_left_parts', 'initial_dominates', 'initial_dominates_ci', 'removal_asymmetry', 'asymmetry_null',
            'most_harmful', 'least_similar_rival', 'ppl_pair', 'facing', 'initial_dominance', 'harm_rival', 'harm_gap',
            'simi_rival_gap', 'ratio_quotient', 'own_ablation_table', 'ablation_null', 'attention_null',
-           'receptive_field', 'reach_bound', 'shifted_samples', 'distinct_positions', 'positional_logits',
-           'rope_rotate', 'toy_attention']
+           'receptive_field', 'reach_bound', 'shifted_samples', 'distinct_positions', 'distinct_by_parts',
+           'positional_logits', 'rope_rotate', 'toy_attention']
 
 # %% ../nbs/43_ablate.ipynb #b3415d2f
 WHERES = ("pre_norm", "post_norm")
@@ -471,6 +471,17 @@ def distinct_positions(pv: PositionalVectors, shifted: PositionalVectors, tail_s
                                f"{bound.tolist()} of W = {window}: a bug (or a threshold "
                                f"below float rounding, {thr.tolist()})")
     return dict(count=count, distance=r, threshold=thr)
+
+# %% ../nbs/43_ablate.ipynb #36beaa52
+def distinct_by_parts(model, x: torch.Tensor, shift: int, n_parts: int = 8, k: float = 1.0,
+                      window: int | None = None) -> dict:
+    "`distinct_positions` of x [n, T] vs the same texts `shift` later: of all samples, per part."
+    hv, hs = ([positional_vectors(model, s, batch_size=16, progress=False)
+               for s in y.tensor_split(n_parts)] for y in (x, shifted_samples(x, shift)))
+    d = distinct_positions(combine(*hv), combine(*hs), shift, k=k, window=window)
+    parts = [distinct_positions(h, s, shift, k=k, window=window)["count"] for h, s in zip(hv, hs)]
+    return dict(d, parts=torch.stack(parts).numpy())                   # parts [n_parts, L]
+
 
 # %% ../nbs/43_ablate.ipynb #ab11c081
 @torch.no_grad()

@@ -17,8 +17,8 @@ from .variants import ATTENTION_KINDS, supported_models
 # %% auto #0
 __all__ = ['NEEDS', 'EXTENSIONS', 'IDENTITY_SETTINGS', 'check_extensible', 'ConfigChange', 'NoChange', 'attention_scaling',
            'initial_scaling', 'window_extension', 'DynamicNTK', 'dynamic_ntk', 'dynamic_ntk_scale',
-           'interpolate_positions', 'replacement_shift', 'PositionalVectorReplacement', 'positional_vector_replacement',
-           'no_extension', 'extend']
+           'interpolate_positions', 'replacement_shift', 'same_norm_random', 'PositionalVectorReplacement',
+           'positional_vector_replacement', 'no_extension', 'extend']
 
 # %% ../nbs/44_extend.ipynb #7750baea
 NEEDS = {"direct": (), "attention_scaling": ("layers", "posvec_attention"),
@@ -209,11 +209,18 @@ def replacement_shift(p: torch.Tensor, r: float, alpha: float, n_keep: int = 4) 
     shift[:n_keep] = 0
     return shift
 
+# %% ../nbs/44_extend.ipynb #c145d861
+def same_norm_random(x: torch.Tensor, seed: int = 0) -> torch.Tensor:
+    "Rows of x [T, d] turned to seeded random directions, each row's norm kept (zero rows stay 0)."
+    z = torch.randn(x.shape, generator=torch.Generator().manual_seed(seed), dtype=x.dtype)
+    return z * (x.norm(dim=-1, keepdim=True) / z.norm(dim=-1, keepdim=True))
+
+
 # %% ../nbs/44_extend.ipynb #adf4ce1b
 class PositionalVectorReplacement(Extension):
-    "h ← h − p + α·p(t/r) at the output of decoder layer `layer`, first `n_keep` positions kept."
+    "h ← h − p + α·p(t/r) at decoder layer `layer`'s output, `n_keep` kept (`seed`: random)."
     def __init__(self, model, pv: PositionalVectors | torch.Tensor, layer: int, r: float,
-                 alpha: float = 1.0, n_keep: int = 4):
+                 alpha: float = 1.0, n_keep: int = 4, seed: int | None = None):
         check_extensible(model, "replacement")
         p = pv.p if isinstance(pv, PositionalVectors) else pv                 # [L, T_ref, d]
         L = len(decoder_layers(model))
@@ -225,9 +232,11 @@ class PositionalVectorReplacement(Extension):
         _positive("α (alpha)", alpha)
         ref = hashlib.sha256(p[layer].double().numpy().tobytes()).hexdigest()[:8]
         super().__init__(model, f"replacement(layer={layer}, r={r:g}, alpha={alpha:g}, "
-                                f"keep={n_keep}, ref={ref})")
+                                f"keep={n_keep}, ref={ref}"
+                                + ("" if seed is None else f", random={seed}") + ")")
         self.layer, self.r, self.alpha, self.n_keep = layer, r, alpha, n_keep
         self.shift = replacement_shift(p[layer].double(), r, alpha, n_keep)  # [T_ref, d] float64
+        if seed is not None: self.shift = same_norm_random(self.shift, seed)
         self._stack, self._dev = None, {}
         self._start()
     def _edit(self, h, name=None):
@@ -248,11 +257,12 @@ class PositionalVectorReplacement(Extension):
 
 # %% ../nbs/44_extend.ipynb #0a078bd7
 def positional_vector_replacement(model, pv: PositionalVectors | torch.Tensor, layer: int,
-                                  r: float, alpha: float = 1.0, n_keep: int = 4) -> Extension:
-    "Positional vector replacement at layer `layer`, ratio r, scale α; r = α = 1 is the identity."
+                                  r: float, alpha: float = 1.0, n_keep: int = 4,
+                                  seed: int | None = None) -> Extension:
+    "Positional vector replacement at layer `layer`, ratio r, scale α (`seed`: its random control)."
     check_extensible(model, "replacement")
     if r == 1 and alpha == 1: return NoChange(model, "replacement(1, 1)")
-    return PositionalVectorReplacement(model, pv, layer, r, alpha, n_keep)
+    return PositionalVectorReplacement(model, pv, layer, r, alpha, n_keep, seed)
 
 # %% ../nbs/44_extend.ipynb #5338726e
 def no_extension(model) -> Extension:

@@ -10,8 +10,8 @@ import torch
 from .pose import check_choice
 
 # %% auto #0
-__all__ = ['PASSKEY_VARIANTS', 'passkey_prompt', 'passkey_min_length', 'first_integer', 'passkey_accuracy', 'candidate_logprobs',
-           'passkey_rank', 'streaming_generate', 'passkey_accuracy_if_fits']
+__all__ = ['PASSKEY_VARIANTS', 'passkey_prompt', 'passkey_min_length', 'first_integer', 'needle_from_end', 'passkey_accuracy',
+           'candidate_logprobs', 'passkey_rank', 'streaming_generate', 'accuracy_beyond', 'passkey_accuracy_if_fits']
 
 # %% ../nbs/48_passkey.ipynb #653196e6
 PASSKEY_VARIANTS = {
@@ -88,6 +88,15 @@ def first_integer(text: str) -> int | None:
     m = re.search(r"\d+", text)
     return int(m.group()) if m else None
 
+# %% ../nbs/48_passkey.ipynb #d8362c78
+def needle_from_end(tokenizer, prompt: torch.Tensor, key: int) -> int:
+    "Prompt tokens after the last token of the key's last occurrence in `prompt` [T]."
+    pieces = [tokenizer.decode([int(t)]) for t in prompt]
+    end = "".join(pieces).rfind(str(int(key))) + len(str(int(key)))     # one past its last char
+    if end < len(str(int(key))): raise ValueError(f"the key {key} is not in the prompt")
+    return len(pieces) - 1 - int(np.searchsorted(np.cumsum([len(s) for s in pieces]), end))
+
+
 # %% ../nbs/48_passkey.ipynb #ff224043
 def _passkey_trials(tokenizer, length: int, trials: int, rng, variant: str, bos: bool, exact: bool):
     keys = rng.integers(1, 50000, size=trials, endpoint=True)
@@ -121,12 +130,13 @@ def passkey_accuracy(model, tokenizer, length: int, trials: int, seed: int = 0,
                                          tokenizer.eos_token_id, tokenizer.pad_token_id)
             for i, o in zip(part, out.cpu()):
                 answers[i] = tokenizer.decode(o[n:], skip_special_tokens=True)
-    got = [first_integer(a) for a in answers]
-    acc = float(np.mean([g == int(k) for g, k in zip(got, keys)]))
+    correct = [g == int(k) for g, k in zip(map(first_integer, answers), keys)]
+    acc = float(np.mean(correct))
     return dict(length=length, variant=variant, exact=exact, trials=trials, accuracy=acc,
                 stderr=math.sqrt(acc * (1 - acc) / trials),
                 prompt_tokens=float(np.mean([len(p) for p in prompts])),
-                answers=answers[:3], keys=[int(k) for k in keys[:3]])
+                answers=answers[:3], keys=[int(k) for k in keys[:3]], correct=correct,
+                needle_from_end=[needle_from_end(tokenizer, p, k) for p, k in zip(prompts, keys)])
 
 # %% ../nbs/48_passkey.ipynb #dcce26ac
 @torch.no_grad()
@@ -208,6 +218,13 @@ def streaming_generate(model, x: torch.Tensor, new_tokens: int, cache_size: int,
         x = torch.cat([x, nxt[:, None]], 1)
         if done.all(): break
     return x
+
+# %% ../nbs/48_passkey.ipynb #9473eecf
+def accuracy_beyond(result: dict, distance: int) -> tuple[float, int]:
+    "Accuracy and count of a `passkey_accuracy` result's trials with the key ≥ `distance` back."
+    hit = [c for c, d in zip(result["correct"], result["needle_from_end"]) if d >= distance]
+    return (float(np.mean(hit)) if hit else float("nan")), len(hit)
+
 
 # %% ../nbs/48_passkey.ipynb #5bd2f742
 def passkey_accuracy_if_fits(model, tokenizer, length: int, trials: int, seed: int = 0,

@@ -12,7 +12,7 @@ from .storage import write_json, load_sealed, seal
 from .stats import decide, decide_all, as_verdict
 from .trace import active_extensions, decoder_layers, as_token_batch
 from .decompose import PositionalVectors
-from .evaluate import sliding_window_ppl, token_nll
+from .evaluate import sliding_window_ppl, token_nll, ppl_ratio_ci
 from .extend import EXTENSIONS, IDENTITY_SETTINGS, extend
 from .beyond import N_GROUPS, cached_positional_vectors, group_vectors, pooled
 from .data import profile_data, fixed_length_samples
@@ -22,7 +22,7 @@ from .train import load_zoo_model, zoo_path
 __all__ = ['REPLICATE_SEEDS', 'search_grid', 'ppl_of', 'ppl_search', 'beats_direct', 'nothing_to_repair', 'keeps_in_window_ppl',
            'reference_samples', 'replicate_samples', 'reference_positional_vectors', 'reference_group_vectors',
            'default_grid', 'tuned_setting', 'setting_for_length', 'extension_kwargs', 'extended_group_vectors',
-           'extended_positional_vectors', 'sliding_ppl_rows']
+           'extended_positional_vectors', 'replacement_by_layer', 'late_over_early', 'sliding_ppl_rows']
 
 # %% ../nbs/46_tuning.ipynb #1210961f
 def search_grid(**axes) -> list[dict]:
@@ -208,6 +208,29 @@ def extended_positional_vectors(P: Profile, model, method: str, T: int, setting:
     if method == "direct" or setting == IDENTITY_SETTINGS[method]:
         return reference_positional_vectors(P, model, replicate).p[:, :T]
     return pooled(extended_group_vectors(P, model, method, T, setting, replicate)).p
+
+# %% ../nbs/46_tuning.ipynb #4162f073
+def replacement_by_layer(P: Profile, model, samples: torch.Tensor, settings,
+                         seed: int | None = None) -> dict:
+    "Per-sample mean NLL [n] of samples [n, T] with replacement at every layer, per (r, α) setting."
+    out = {}
+    for r, a in settings:
+        for l in range(len(decoder_layers(model))):
+            kw = extension_kwargs(P, model, "replacement", dict(layer=l, r=r, alpha=a, seed=seed))
+            with extend(model, "replacement", **kw):
+                out[r, a, l] = token_nll(model, samples).double().mean(1)
+    return out
+
+def late_over_early(nll: dict, n_layers: int) -> dict:
+    "PPL of the best late-layer (> L/2, 1-based) run over the best early one, paired noise."
+    best = lambda ks: min(ks, key=lambda k: float(nll[k].mean()))
+    early = best([k for k in nll if k[-1] + 1 <= n_layers / 2])
+    late = best([k for k in nll if k[-1] + 1 > n_layers / 2])
+    v = float((nll[late] - nll[early]).mean().exp())
+    lo, hi = ppl_ratio_ci(nll[late], nll[early])
+    return dict(ratio=v, noise=max(v - lo, hi - v), early_layer=early[-1] + 1,
+                late_layer=late[-1] + 1)
+
 
 # %% ../nbs/46_tuning.ipynb #d773a2f0
 def sliding_ppl_rows(P: Profile, spec, models: dict, docs: list, lengths, bos_id: int,
