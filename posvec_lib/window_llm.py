@@ -19,13 +19,13 @@ from .attention import (_attention_pass, first_token_importance, sink_rate,
 from .ablate import (distinct_positions, parts_half_width, shifted_samples,
                                reach_bound)
 from .beyond import in_window_share
-from .pretrained import load_pretrained
+from .pretrained import load_pretrained, model_docs
 from .inspect_model import sink_table
 
 # %% auto #0
-__all__ = ['TINY_GEMMA3', 'TINY_LAYER_TYPES', 'tiny_gemma3', 'load_window_llm', 'layer_kinds', 'kind_layers', 'window_prefix',
-           'sliding_window', 'vectors_and_nll', 'window_vectors', 'window_measures', 'attention_parts', 'sink_measures',
-           'head_name']
+__all__ = ['TINY_GEMMA3', 'TINY_LAYER_TYPES', 'tiny_gemma3', 'window_docs', 'load_window_llm', 'layer_kinds', 'kind_layers',
+           'window_prefix', 'sliding_window', 'vectors_and_nll', 'window_vectors', 'window_measures', 'attention_parts',
+           'sink_measures', 'head_name']
 
 # %% ../nbs/07e_window_llm.ipynb #9d77d034
 TINY_GEMMA3 = "tiny-gemma3"
@@ -55,6 +55,12 @@ def tiny_gemma3(profile=None) -> Path:
     tmp.rename(folder)
     seal(folder, "config.json")
     return folder
+
+def window_docs(profile, tokenizer, split: str = "validation"):
+    "A split of the profile's corpus in the model's tokens, with its BOS id even if it adds none."
+    docs = model_docs(tokenizer, profile.corpus, split, profile.corpus_max_files)
+    docs.bos_id = tokenizer.bos_token_id          # every window starts with BOS (A's convention)
+    return docs
 
 def load_window_llm(profile, device=None):
     "(model, tokenizer) of the profile's `gemma_model` (`tiny-gemma3`: the tiny stand-in)."
@@ -171,7 +177,7 @@ def window_measures(v: dict, config, n_initial: int = 4, bos: bool = True) -> di
 # %% ../nbs/07e_window_llm.ipynb #a17cc4b0
 @torch.no_grad()
 def attention_parts(model, samples: torch.Tensor, k: int = 4, batch_size: int = 4) -> tuple:
-    "Mean attention maps [L, H, T, T] of k parts of samples [n, T]; first-token importance [n, L, H]."
+    "Mean attention maps [L, H, T, T] of k parts of samples [n, T]; importance [n, L, H]."
     maps, imp = [], []
     for x in samples.tensor_split(k):
         acc, im = {}, {}
