@@ -130,6 +130,13 @@ class Profile:
     # passkey prompt lengths inside its window (a harness validation; cpu: 512 only, for its
     # time budget)
     pretrained_passkey_lengths: tuple = (512,)
+    # a pretrained sliding-window LLM measured per layer type (A_gemma; `tiny-gemma3`: a tiny
+    # random stand-in); its windows of gemma_length tokens (cpu: 2W), gemma_samples of them (≥ 8:
+    # 8 parts), and its own untrained null's init seeds (cpu: 2, the 10-minute budget)
+    gemma_model: str = "gemma3-270m"
+    gemma_length: int = 1024
+    gemma_samples: int = 16
+    gemma_null_seeds: int = 2
 
     # not a knob: what a run read (zoo entries, fine-tunes, corpora, checkpoints), added by the
     # loaders this profile is passed to (`note_input`) and written to result.json by the runner
@@ -273,6 +280,7 @@ KNOBS: dict[str, Knob] = dict(
                                     "a non-empty list of integers ≥ 32 (passkey prompt lengths in "
                                     "tokens)",
                                     lambda v: len(v) > 0 and all(x >= 32 for x in v), int),
+    gemma_model=_text(), gemma_length=_int(16), gemma_samples=_int(8), gemma_null_seeds=_int(2),
 )
 
 # %% ../nbs/01_config.ipynb #53f11f4c
@@ -378,6 +386,7 @@ PROFILES: dict[str, Profile] = {
         extreme_target=64,
         pretrained_model="tiny-local", pretrained_length=32, pretrained_samples=4,
         pretrained_passkey_lengths=(160,),
+        gemma_model="tiny-gemma3", gemma_length=32, gemma_samples=8,
         zoo=("nope", "rope", "window", "window_rope", "alibi", "window_small", "nope_new"),
         ablation_models=("nope_new", "window_rope"),
         # a recall window needs more than C=32 tokens; copy windows and the lr floors are exercised
@@ -402,6 +411,7 @@ PROFILES: dict[str, Profile] = {
         pose_batch_size=64, eval_docs=50, extreme_target=64, pretrained_model="llama-3-8b",
         pretrained_length=2048, pretrained_samples=2048,
         pretrained_passkey_lengths=(2048, 4096, 8192),
+        gemma_length=4096, gemma_samples=256, gemma_null_seeds=3,
         pretrained=("rope=TinyLlama/TinyLlama_v1.1", "nope=AntNLP/TinyLlama-NoPE-1.1B",
                     "window=AntNLP/TinyLlama-NoPE-1.1B",
                     "window_rope=TinyLlama/TinyLlama_v1.1",
@@ -537,6 +547,7 @@ SAMPLE_SEEDS = dict(                 # offsets to the profile seed, one per name
     coverage_paper=1,                # Monte Carlo at the paper's lengths (pose_coverage)
     # the pretrained model's sets
     pretrained_positional=61, pretrained_ppl=62, pretrained_icl=63, pretrained_passkey=64,
+    gemma=65,                        # the sliding-window LLM's windows (A_gemma)
     # validation windows of A's reference positional vectors (tuning.reference_samples)
     reference=31,
     # validation windows of the extension-setting searches (tuning.tuned_setting)

@@ -27,7 +27,8 @@ REPORT_KNOBS = ("device", "dtype", "seed", "threads", "C", "window", "small_wind
                 "base_model", "n_samples", "max_factor", "ext_factors", "pose_targets",
                 "pose_steps", "pose_batch_size", "pose_lr", "eval_docs", "extreme_target",
                 "passkey_trials", "zoo", "pretrained", "pretrained_model", "pretrained_length",
-                "pretrained_samples")
+                "pretrained_samples", "gemma_model", "gemma_length", "gemma_samples",
+                "gemma_null_seeds")
 
 def claim_counts(res: dict) -> dict:
     "Claims of one result by verdict; wall-clock and sanity checks counted apart."

@@ -66,6 +66,11 @@ ARTIFACTS: dict[str, Artifact] = {a.name: a for a in [
              "decay without components, every removal × initial/later tokens beside the "
              "rebuttal's Llama-3 / Yi / Qwen, ICL repetition, "
              "passkey inside the window; beyond the window stated as not measurable with its cost"),
+    Artifact("A_gemma", ("A Fig. 1", "A Fig. 2", "A Fig. 3", "A Fig. 4"),
+             "paper A's window-attention claims on a pretrained sliding-window LLM (cpu: "
+             "Gemma-3-270M, offline GGUF; W = 512 at T = 2W), per layer type (sliding, full) beside "
+             "its untrained copy: anchors, distinct positional vectors vs l·W, sinks and Gu et al.'s "
+             "sink rate, in-window share and PPL beyond W"),
     Artifact("pose_coverage", ("B Fig. 1", "B Fig. 5", "B Fig. 6", "B rebuttal coverage"),
              "PoSE position ids drawn for two examples; coverage probability of relative positions "
              "(Monte Carlo)"),

@@ -18,7 +18,7 @@ KNOWN_BREAKS = {
 }
 EXACT = {"nbdev": "exported cell markers changed format in 2.4.11: one nbdev version everywhere, or exports differ; "
                   "nbdev 3 refuses settings.ini"}
-# The lowest versions the library chapters' tests ran with, all together (nbdev_test on every chapter, 00_storage ... 71_cli,
+# The lowest versions the library chapters' tests ran with, all together (nbdev_test on every chapter, 00_storage ... 72_cli,
 # in one venv; issue 34's closing note). Every core lower bound in settings.ini is one of these. transformers 5.18 ... 5.23 run
 # every chapter but 48_passkey, whose cached candidate scores then differ from a full forward by 4e-3 (5.24: within 1e-3).
 # torch: 2.13.0 is the only CPU wheel this machine installs without a multi-GB CUDA download; older ones are untested.
