@@ -9,13 +9,13 @@ from tqdm.auto import tqdm
 from .trace import run_with_cache, decoder_layers, hooks, as_token_batch, check_batch_size
 
 # %% auto #0
-__all__ = ['SINK_X_UNIFORM', 'SINK_RATE_EPS', 'SINK_RATE_T', 'SINK_RATE_GRID', 'mean_attention', 'sink_share',
+__all__ = ['SINK_X_UNIFORM', 'SINK_RATE_EPS', 'SINK_RATE_T', 'SINK_RATE_GRID', 'attention_pass', 'mean_attention', 'sink_share',
            'uniform_sink_share', 'attention_by_distance', 'sink_x_uniform', 'head_label', 'strongest_sink',
            'uniform_attention', 'sink_excess', 'decay_ratio', 'geometric_mean', 'sink_and_decay', 'attention_summary',
            'first_token_importance', 'sample_importance', 'sink_rate', 'sink_rate_curve']
 
 # %% ../nbs/42_attention.ipynb #246bf918
-def _attention_pass(model, samples, batch_size: int, progress: bool, layers, take) -> tuple:
+def attention_pass(model, samples, batch_size: int, progress: bool, layers, take) -> tuple:
     "Feed `samples` through eager attention; `take(layer, weights [B, H, T, T])`: (layers, N)."
     samples, _ = as_token_batch(samples, "samples", model), check_batch_size(batch_size)
     n_layers = len(decoder_layers(model))
@@ -48,7 +48,7 @@ def mean_attention(model, samples: torch.Tensor, batch_size: int = 8, progress: 
     def take(l, w):
         w = w.sum(0, dtype=torch.float64)
         acc[l] = w if l not in acc else acc[l] + w
-    layers, n = _attention_pass(model, samples, batch_size, progress, layers, take)
+    layers, n = attention_pass(model, samples, batch_size, progress, layers, take)
     return torch.stack([acc[l] for l in layers]).cpu() / n
 
 # %% ../nbs/42_attention.ipynb #6eaa866d
@@ -157,7 +157,7 @@ def sample_importance(model, samples: torch.Tensor, batch_size: int = 8, layers=
     "`first_token_importance` of each sample's own attention: [N, L, H] (float64, eager)."
     acc = {}
     take = lambda l, w: acc.setdefault(l, []).append(first_token_importance(w).cpu())
-    layers, _ = _attention_pass(model, samples, batch_size, progress, layers, take)
+    layers, _ = attention_pass(model, samples, batch_size, progress, layers, take)
     return torch.stack([torch.cat(acc[l]) for l in layers], 1)
 
 # %% ../nbs/42_attention.ipynb #35e1b912

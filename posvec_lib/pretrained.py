@@ -19,7 +19,8 @@ from .device import seed_everything, torch_dtype
 # %% auto #0
 __all__ = ['PRETRAINED', 'PretrainedModel', 'registry_table', 'package_file', 'assembled_file', 'model_source', 'check_gguf',
            'check_model_folder', 'check_model_files', 'tiny_local_model', 'load_checkpoint', 'family_attention',
-           'load_config', 'load_pretrained', 'uses_bos', 'model_docs', 'text_docs', 'pretrained_inputs']
+           'load_config', 'load_pretrained', 'uses_bos', 'model_docs', 'text_docs', 'note_model_inputs',
+           'pretrained_inputs']
 
 # %% ../nbs/27_pretrained.ipynb #e9a444b2
 @dataclass(frozen=True)
@@ -411,11 +412,14 @@ def text_docs(tokenizer, path) -> TokenizedDocs:
                          tokenizer.bos_token_id if uses_bos(tokenizer) else None)
 
 # %% ../nbs/27_pretrained.ipynb #8050f890
-def pretrained_inputs(profile, tokenizer, kind: str, n: int | None = None) -> torch.Tensor:
-    "Windows [n, pretrained_length] of sample set `kind` in the model's tokenizer."
-    # the windows are the model's tokens: what `load_pretrained` read is an input of the run
+def note_model_inputs(profile, tokenizer):
+    "Note in `profile` what `load_pretrained` read for this tokenizer's model: inputs of the run."
     for k, read in getattr(tokenizer, "posvec_inputs", {}).items():
         for name, info in read.items(): note_input(profile, k, name, **info)
+
+def pretrained_inputs(profile, tokenizer, kind: str, n: int | None = None) -> torch.Tensor:
+    "Windows [n, pretrained_length] of sample set `kind` in the model's tokenizer."
+    note_model_inputs(profile, tokenizer)      # the windows are the model's tokens
     split = {"positional": "validation", "ppl": "test"}
     if kind not in split: raise ValueError(f"unknown sample set {kind!r}; allowed: {list(split)}")
     docs = model_docs(tokenizer, profile.corpus, split[kind], profile.corpus_max_files)

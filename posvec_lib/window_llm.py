@@ -14,12 +14,12 @@ from .trace import (layer_windows, attention_masks, hooks, decoder_layers,
                               as_token_batch, check_batch_size)
 from .decompose import PositionalVectors, combine, anchor_ratio, t_half_width
 from .evaluate import logits_nll, ppl_ratio_ci
-from .attention import (_attention_pass, first_token_importance, sink_rate,
+from .attention import (attention_pass, first_token_importance, sink_rate,
                                   SINK_RATE_EPS, head_label)
 from .ablate import (distinct_positions, parts_half_width, shifted_samples,
                                reach_bound)
 from .beyond import in_window_share
-from .pretrained import load_pretrained, model_docs
+from .pretrained import load_pretrained, model_docs, note_model_inputs
 from .inspect_model import sink_table
 
 # %% auto #0
@@ -58,6 +58,7 @@ def tiny_gemma3(profile=None) -> Path:
 
 def window_docs(profile, tokenizer, split: str = "validation"):
     "A split of the profile's corpus in the model's tokens, with its BOS id even if it adds none."
+    note_model_inputs(profile, tokenizer)
     docs = model_docs(tokenizer, profile.corpus, split, profile.corpus_max_files)
     docs.bos_id = tokenizer.bos_token_id          # every window starts with BOS (A's convention)
     return docs
@@ -184,7 +185,7 @@ def attention_parts(model, samples: torch.Tensor, k: int = 4, batch_size: int = 
         def take(l, w):
             acc[l] = acc.get(l, 0) + w.sum(0, dtype=torch.float64).cpu()
             im.setdefault(l, []).append(first_token_importance(w).cpu())
-        layers, n = _attention_pass(model, x, batch_size, False, None, take)
+        layers, n = attention_pass(model, x, batch_size, False, None, take)
         maps.append(torch.stack([acc[l] for l in layers]) / n)
         imp.append(torch.stack([torch.cat(im[l]) for l in layers], 1))
     return maps, torch.cat(imp)
