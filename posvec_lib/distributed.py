@@ -12,6 +12,7 @@ from .storage import atomic_write
 from .trace import as_token_batch
 from .decompose import PositionalVectors, positional_vectors
 from .attention import mean_attention
+from .device import rank as process_rank, world_size
 
 # %% auto #0
 __all__ = ['process_state', 'shard', 'all_reduce_sum', 'sharded_positional_vectors', 'sharded_mean_attention',
@@ -25,7 +26,7 @@ def process_state() -> tuple[int, int]:
         if torch.cuda.is_available():
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return rank(), world_size()
+    return process_rank(), world_size()
 
 # %% ../nbs/71_distributed.ipynb #9076b36c
 def shard(n: int, rank: int, world: int) -> range:
