@@ -131,11 +131,15 @@ def ablate(model, removal: str, positions=None, ref: InputVectors | None = None,
         edited.clear()
 
 # %% ../nbs/43_ablate.ipynb #20e572fb
-def random_like(ref: InputVectors, seed: int = 0) -> InputVectors:
-    "Random vectors with the norm of p at every layer and position: a control for removing p."
+def random_like(ref: InputVectors, seed: int = 0,
+                removal: str = "positional_vector") -> InputVectors:
+    "Random p of the norm `removal` subtracts (p, or the basis p − u) per layer and position."
+    if removal not in ("positional_vector", "positional_basis"):
+        raise ValueError(f"removal={removal!r}; allowed: 'positional_vector', 'positional_basis'")
+    size = ref.p if removal == "positional_vector" else ref.m
     g = torch.Generator().manual_seed(seed)
     r = torch.randn(tuple(ref.p.shape), generator=g, dtype=torch.float64)     # [L, T, d]
-    r = r / r.norm(dim=-1, keepdim=True) * ref.p.detach().cpu().norm(dim=-1, keepdim=True)
+    r = r / r.norm(dim=-1, keepdim=True) * size.detach().cpu().norm(dim=-1, keepdim=True)
     return InputVectors(r.to(ref.p.device), ref.n_samples, ref.total_var, ref.where)
 
 # %% ../nbs/43_ablate.ipynb #34484fa7

@@ -200,7 +200,7 @@ def _paired(rule: str, measured: dict, null: dict) -> tuple[bool | None, list]:
     return decide_all(per), demoted
 
 def _by_model(rule: str, measured: dict, control: dict) -> tuple[bool | None, list]:
-    "Per unit, the trained verdict unless its own control (same unit, else same model) does not fail."
+    "Per unit, the trained verdict; a hold only where its own control (unit, else model) fails."
     model = lambda u: str(u).split("/")[0]
     groups = {}
     for u, m in _table(control).items(): groups.setdefault(model(u), {})[u] = m
@@ -211,7 +211,7 @@ def _by_model(rule: str, measured: dict, control: dict) -> tuple[bool | None, li
         ctl = ({u: control[u]} if u in control else groups.get(model(u)))
         n = apply_rule(rule, ctl)[0] if ctl else every
         meets = n is True or bool(ctl and _undefined(ctl))
-        if (meets and p is not None) or (n is None and p is True): p = None; blocked.append(u)
+        if p is True and (meets or n is None): p = None; blocked.append(u)   # a fail stands
         per.append(p)
     return decide_all(per), blocked
 
