@@ -337,11 +337,11 @@ def most_harmful(table: pd.DataFrame,
     return exceeds(row(target), row(rival)), rival
 
 # %% ../nbs/43_ablate.ipynb #ac8352dd
-def least_similar_rival(table: pd.DataFrame, target: tuple[str, str]) -> tuple[str, str]:
-    "The other removal of an `ablation_table` with the lowest similarity to the original p."
-    t = table.set_index(["removal", "positions"])
-    return min((ix for ix in t.index if ix[0] != "original" and ix != target),
-               key=lambda ix: t.simi[ix])
+def least_similar_rival(table: pd.DataFrame, target: tuple[str, str],
+                        col: str = "simi") -> tuple[str, str]:
+    "The other removal of an `ablation_table` with the lowest similarity `col` to the original."
+    t = table.set_index(["removal", "positions"])[col]
+    return min((ix for ix in t.index if ix[0] != "original" and ix != target), key=t.get)
 
 # %% ../nbs/43_ablate.ipynb #b0188700
 def ppl_pair(row) -> tuple[float, float]:
@@ -379,10 +379,10 @@ def harm_gap(t: pd.DataFrame, target: tuple[str, str]) -> dict:
     (b, bl, bh), (w, wl, wh) = lg(target), lg(harm_rival(t, target))
     return {"value": (b - w, (b - bl) + (wh - w) if b > w else (bh - b) + (w - wl))}
 
-def simi_rival_gap(t: pd.DataFrame, target: tuple[str, str]) -> dict:
-    "simi(`least_similar_rival`) − simi(`target`) of one table, without noise."
-    rv = least_similar_rival(t.reset_index(), target)
-    return {"value": (float(t.simi[rv] - t.simi[target]), 0.0)}
+def simi_rival_gap(t: pd.DataFrame, target: tuple[str, str], col: str = "simi") -> dict:
+    "`col`(`least_similar_rival`) − `col`(`target`) of one table, without noise."
+    rv = least_similar_rival(t.reset_index(), target, col)
+    return {"value": (float(t[col][rv] - t[col][target]), 0.0)}
 
 # %% ../nbs/43_ablate.ipynb #0adc3c4a
 def ratio_quotient(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
