@@ -26,7 +26,7 @@ __all__ = ['WHERES', 'REMOVALS', 'LOCAL_CONTEXT', 'NULL_COLS', 'InputVectors', '
            'position_sets', 'scored_positions', 'vector_similarity', 'ablation_effect', 'ablation_table',
            'attention_share', 'parts_half_width', 'part_similarities', 'similarity_gap', 'excess_left',
            'excess_left_parts', 'initial_dominates', 'initial_dominates_ci', 'removal_asymmetry', 'asymmetry_null',
-           'most_harmful', 'least_similar_rival', 'ppl_pair', 'facing', 'initial_dominance', 'harm_rival', 'harm_gap',
+           'collapsed', 'least_similar_rival', 'ppl_pair', 'facing', 'initial_dominance', 'harm_rival', 'harm_gap',
            'simi_rival_gap', 'ratio_quotient', 'own_ablation_table', 'ablation_null', 'attention_null',
            'receptive_field', 'reach_bound', 'shifted_samples', 'distinct_positions', 'distinct_by_parts',
            'positional_logits', 'rope_rotate', 'toy_attention']
@@ -327,21 +327,17 @@ def asymmetry_null(model, sets: dict, pv_samples: torch.Tensor, ppl_samples: tor
     return null_values(measure, model, (pv_samples, ppl_samples), seeds)
 
 # %% ../nbs/43_ablate.ipynb #8e7b68f4
-def most_harmful(table: pd.DataFrame,
-                 target: tuple[str, str]) -> tuple[bool | None, tuple[str, str]]:
-    "Is `target` the most harmful removal (highest PPL ratio) in `table`? (verdict, rival)"
-    t = table.set_index(["removal", "positions"])
-    rival = max((ix for ix in t.index if ix[0] != "original" and ix != target),
-                key=lambda ix: t.ppl_ratio[ix])
-    row = lambda ix: (float(t.ppl_ratio[ix]), float(t.ppl_ratio_lo[ix]), float(t.ppl_ratio_hi[ix]))
-    return exceeds(row(target), row(rival)), rival
+def collapsed(t: pd.DataFrame) -> list:
+    "Index of the rows of an indexed `ablation_table` whose PPL is worse than uniform guessing."
+    return list(t.index[t.worse_than_uniform.astype(bool)]) if "worse_than_uniform" in t else []
 
 # %% ../nbs/43_ablate.ipynb #ac8352dd
 def least_similar_rival(table: pd.DataFrame, target: tuple[str, str],
                         col: str = "simi") -> tuple[str, str]:
     "The other removal of an `ablation_table` with the lowest similarity `col` to the original."
-    t = table.set_index(["removal", "positions"])[col]
-    return min((ix for ix in t.index if ix[0] != "original" and ix != target), key=t.get)
+    t = table.set_index(["removal", "positions"])
+    skip = {("original", "-"), target, *collapsed(t)}
+    return min((ix for ix in t.index if ix not in skip), key=t[col].get)
 
 # %% ../nbs/43_ablate.ipynb #b0188700
 def ppl_pair(row) -> tuple[float, float]:
@@ -359,6 +355,10 @@ def initial_dominance(t: pd.DataFrame, removal: str, positions: tuple[str, str],
                       bounds: dict) -> dict:
     "A-initial-ppl's (value, noise) of `removal`: ratio at `positions[0]`, increase over [1]'s."
     i, l = t.loc[(removal, positions[0])], t.loc[(removal, positions[1])]
+    broken = {k for k in positions if (removal, k) in collapsed(t)}   # decides nothing: NaN
+    if broken: return dict(initial=(float("nan"),) * 2 if positions[0] in broken else
+                           facing(i.ppl_ratio, i.ppl_ratio_lo, i.ppl_ratio_hi, bounds["initial"]),
+                           initial_over_later=(float("nan"),) * 2)
     fl = ppl_pair(l)[1]
     over = lambda a, b: (a - 1) / max(b - 1, fl) if max(b - 1, fl) > 0 else float("nan")
     ends = [over(a, b) for a in (i.ppl_ratio_lo, i.ppl_ratio_hi)
@@ -369,18 +369,20 @@ def initial_dominance(t: pd.DataFrame, removal: str, positions: tuple[str, str],
 
 # %% ../nbs/43_ablate.ipynb #8df5aaa9
 def harm_rival(t: pd.DataFrame, target: tuple[str, str]) -> tuple[str, str]:
-    "The most harmful removal of table `t` (highest PPL ratio) other than `target`."
-    return t.ppl_ratio.drop([("original", "-"), target]).idxmax()
+    "The most harmful removal of table `t` (highest PPL ratio) other than `target`, none collapsed."
+    return t.ppl_ratio.drop([("original", "-"), target, *collapsed(t)]).idxmax()
 
 def harm_gap(t: pd.DataFrame, target: tuple[str, str]) -> dict:
     "log PPL ratio of `target` minus `harm_rival`'s; noise: the intervals' facing half-widths."
     lg = lambda ix: np.log([float(t.ppl_ratio[ix]), float(t.ppl_ratio_lo[ix]),
                             float(t.ppl_ratio_hi[ix])])
+    if target in collapsed(t): return {"value": (float("nan"),) * 2}
     (b, bl, bh), (w, wl, wh) = lg(target), lg(harm_rival(t, target))
     return {"value": (b - w, (b - bl) + (wh - w) if b > w else (bh - b) + (w - wl))}
 
 def simi_rival_gap(t: pd.DataFrame, target: tuple[str, str], col: str = "simi") -> dict:
     "`col`(`least_similar_rival`) − `col`(`target`) of one table, without noise."
+    if target in collapsed(t): return {"value": (float("nan"),) * 2}
     rv = least_similar_rival(t.reset_index(), target, col)
     return {"value": (float(t[col][rv] - t[col][target]), 0.0)}
 
