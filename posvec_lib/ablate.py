@@ -328,8 +328,10 @@ def asymmetry_null(model, sets: dict, pv_samples: torch.Tensor, ppl_samples: tor
 
 # %% ../nbs/43_ablate.ipynb #8e7b68f4
 def collapsed(t: pd.DataFrame) -> list:
-    "Index of the rows of an indexed `ablation_table` whose PPL is worse than uniform guessing."
-    return list(t.index[t.worse_than_uniform.astype(bool)]) if "worse_than_uniform" in t else []
+    "Rows of an indexed `ablation_table` worse than guessing where the original is not."
+    if "worse_than_uniform" not in t: return []
+    w = t.worse_than_uniform.astype(bool)
+    return [] if w.get(("original", "-"), False) else list(t.index[w])
 
 # %% ../nbs/43_ablate.ipynb #ac8352dd
 def least_similar_rival(table: pd.DataFrame, target: tuple[str, str],
