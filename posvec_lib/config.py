@@ -100,7 +100,7 @@ class Profile:
     # Full-length runs at s₁·C in B_ppl (the control is the first); PoSE and RandPos get 3
     # seeds, which measure the seed spread
     full_length_seeds: int = 1
-    passkey_trials: int = 20
+    passkey_trials: int = 50             # keys per passkey length (paper B: 50)
     # init seeds of the untrained null (null.null_seeds): 5 gives its t interval 4 df (t = 2.78;
     # 3 seeds: 2 df, t = 4.30)
     null_init_seeds: int = 5
