@@ -43,18 +43,20 @@ def copy_key(model, seed: int) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 # %% ../nbs/41_null.ipynb #061aec4c
-def null_values(measure, model, samples, seeds, memo: dict | None = None) -> np.ndarray | dict:
+def null_values(measure, model, samples, seeds, memo: dict | None = None,
+                copies: dict | None = None) -> np.ndarray | dict:
     "`measure(m, samples)` on an untrained copy of `model` per seed: [seeds, ...] (or a dict)."
     seeds = list(seeds)
     if len(seeds) < 2 or len(set(seeds)) != len(seeds):
         raise ValueError(f"the null needs ≥ 2 distinct seeds (a spread), got {seeds}")
     out = []
     for s in seeds:
-        k = copy_key(model, s) if memo is not None else None
+        k = copy_key(model, s) if memo is not None or copies is not None else None
         if k in (memo or {}):
             out.append(memo[k])
             continue
-        m = untrained_copy(model, s)
+        m = copies[k] if k in (copies or {}) else untrained_copy(model, s)
+        if copies is not None: copies[k] = m
         out.append(measure(m, samples))
         if memo is not None: memo[k] = out[-1]
         del m
