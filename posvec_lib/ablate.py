@@ -184,12 +184,13 @@ def vector_similarity(a: PositionalVectors, b: PositionalVectors,
 @torch.no_grad()
 def ablation_effect(model, removal: str | None, positions, ref: InputVectors,
                     pv0: PositionalVectors, pv_samples: torch.Tensor, ppl_samples: torch.Tensor,
-                    layers=None, batch_size: int = 16, scored: range | None = None) -> dict:
-    "Similarity of p to the original's (per layer, mean; raw, centred); PPL on `scored` tokens."
+                    layers=None, batch_size: int = 16, scored: range | None = None,
+                    pv: PositionalVectors | None = None) -> dict:
+    "Similarity of p (`pv` if measured already) to the original's pv0; PPL on `scored` tokens."
     def measure():
-        pv = positional_vectors(model, pv_samples, batch_size, progress=False)
+        p = positional_vectors(model, pv_samples, batch_size, progress=False) if pv is None else pv
         nll = token_nll(model, ppl_samples, batch_size)             # [n, T-1]: token t at t - 1
-        return pv, nll if scored is None else nll[:, [t - 1 for t in scored]]
+        return p, nll if scored is None else nll[:, [t - 1 for t in scored]]
     if removal is None: pv, nll = measure()
     else:
         with ablate(model, removal, positions, ref, layers): pv, nll = measure()
@@ -201,13 +202,15 @@ def ablation_effect(model, removal: str | None, positions, ref: InputVectors,
 # %% ../nbs/43_ablate.ipynb #821bf0da
 def ablation_table(model, sets: dict, ref: InputVectors, pv0: PositionalVectors, pv_samples,
                    ppl_samples, removals=REMOVALS, layers=None, batch_size: int = 16,
-                   progress: bool = False, scored: range | None = None) -> pd.DataFrame:
+                   progress: bool = False, scored: range | None = None,
+                   pv0_is_original: bool = False) -> pd.DataFrame:
     "Table 2 of one model: original, then removal × set (simi_L<l>; ppl_ratio on `scored`, 95% CI)."
+    # pv0_is_original: pv0 is the model's own p on pv_samples, so the original row reads it
     runs = [(None, "-", None)] + [(r, k, v) for r in removals for k, v in sets.items()]
     rows, nll0 = [], None
     for r, k, v in tqdm(runs, disable=not progress, desc="ablations", leave=False):
         e = ablation_effect(model, r, v, ref, pv0, pv_samples, ppl_samples, layers, batch_size,
-                            scored)
+                            scored, pv0 if pv0_is_original and r is None else None)
         nll0 = e["nll"] if nll0 is None else nll0
         lo, hi = ppl_ratio_ci(e["nll"], nll0)
         rows.append(dict(removal=r or "original", positions=k, simi=e["simi"],
@@ -402,18 +405,18 @@ def own_ablation_table(model, sets: dict, pv_samples, ppl_samples, where: str = 
     if ref is None: ref = attention_input_vectors(model, pv_samples, where, batch_size)
     pv0 = positional_vectors(model, pv_samples, batch_size, progress=False)
     return ablation_table(model, sets, ref, pv0, pv_samples, ppl_samples, removals,
-                          batch_size=batch_size, scored=scored)
+                          batch_size=batch_size, scored=scored, pv0_is_original=True)
 
 NULL_COLS = ("ppl_ratio", "ppl_ratio_lo", "ppl_ratio_hi", "simi", "simi_centred")
 
 def ablation_null(model, table: pd.DataFrame, sets: dict, pv_samples, ppl_samples, seeds,
                   where: str = "pre_norm", scored: range | None = None, batch_size: int = 16,
-                  removals=REMOVALS) -> list[pd.DataFrame]:
+                  removals=REMOVALS, copies: dict | None = None) -> list[pd.DataFrame]:
     "`own_ablation_table`'s `NULL_COLS` per untrained copy, indexed like `table` [seeds]."
     def measure(m, x):
         t = own_ablation_table(m, sets, *x, where, scored, batch_size, removals=removals)
         return {c: t[c].to_numpy() for c in NULL_COLS}
-    nt = null_values(measure, model, (pv_samples, ppl_samples), seeds)
+    nt = null_values(measure, model, (pv_samples, ppl_samples), seeds, copies=copies)
     keys = table[["removal", "positions"]]
     return [keys.assign(**{c: nt[c][i] for c in NULL_COLS}).set_index(["removal", "positions"])
             for i in range(len(seeds))]
@@ -426,7 +429,8 @@ def attention_null(model, samples, conds, where: str = "pre_norm", layers=None, 
     pv_x, att_x = samples
     A0 = mean_attention(model, att_x, batch_size, progress=False, layers=layers)  # [L, H, T, T]
     out = sink_and_decay(A0, far=far, floor=floor) | {"map": A0[map_layer].mean(0)}
-    s0, ref = strongest_sink(A0, 4), attention_input_vectors(model, pv_x, where, ref_batch_size)
+    s0 = strongest_sink(A0, 4)
+    ref = attention_input_vectors(model, pv_x, where, ref_batch_size) if conds else None
     for c, r in conds:
         with ablate(model, r, None, ref, targets=("q", "k")):
             A = mean_attention(model, att_x, batch_size, progress=False, layers=layers)

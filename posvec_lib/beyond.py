@@ -326,16 +326,16 @@ def positional_logits(model, p_last: torch.Tensor) -> torch.Tensor:
         return model.lm_head(model.model.norm(p_last.to(device=dev, dtype=dt))).double().cpu()
 
 # %% ../nbs/45_beyond.ipynb #9e49b20e
-def logits_similarity(model, pv, C: int, centred: bool = True,
-                      pv_ref=None) -> tuple[torch.Tensor, torch.Tensor]:
-    "(max in-window cosine of positional logits [T], their cosine matrix [T, T])."
+def logits_similarity(model, pv, C: int, centred: bool = True, pv_ref=None,
+                      full: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    "(max in-window cosine of positional logits [T], their cosine matrix [T, T] if `full`)."
     z = positional_logits(model, _pv(pv)[-1])                           # [T, vocab]
     zr = z if pv_ref is None else positional_logits(model, _pv(pv_ref)[-1])
     # the shared part (about the unigram distribution) would dominate the cosine
     if centred:
         u = zr[:C].mean(0)
         z, zr = z - u, zr - u
-    return cosine_matrix(z, zr[:C]).max(-1).values, cosine_matrix(z)
+    return cosine_matrix(z, zr[:C]).max(-1).values, cosine_matrix(z) if full else None
 
 # %% ../nbs/45_beyond.ipynb #80c192d1
 def sink_fade(attn: torch.Tensor, C: int, skip: int = 4, head: tuple | None = None) -> dict:

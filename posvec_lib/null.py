@@ -4,7 +4,7 @@
 
 # %% ../nbs/41_null.ipynb #5aa83b59
 from __future__ import annotations
-import copy
+import copy, hashlib, json
 import numpy as np
 import pandas as pd
 import torch
@@ -12,8 +12,8 @@ from scipy import stats
 from .stats import decide, decide_all, as_verdict
 
 # %% auto #0
-__all__ = ['NULL_SEED_BASE', 'null_seeds', 'untrained_copy', 'null_values', 'null_interval', 'beyond_null', 'null_row',
-           'threshold_and_null', 'check_values', 'null_pair', 'table_null']
+__all__ = ['NULL_SEED_BASE', 'null_seeds', 'untrained_copy', 'copy_key', 'null_values', 'null_interval', 'beyond_null',
+           'null_row', 'threshold_and_null', 'check_values', 'null_pair', 'table_null']
 
 # %% ../nbs/41_null.ipynb #85e1405d
 NULL_SEED_BASE = 10_000
@@ -33,16 +33,32 @@ def untrained_copy(model, seed: int):
     m = AutoModelForCausalLM.from_config(copy.deepcopy(model.config), dtype=p.dtype)
     return m.to(p.device).eval()
 
+# %% ../nbs/41_null.ipynb #439ca597
+def copy_key(model, seed: int) -> str:
+    "Digest of what `untrained_copy(model, seed)` is built from: config, dtype, device, seed."
+    cfg = {k: v for k, v in model.config.to_dict().items() if k != "_name_or_path"}
+    p = next(model.parameters())
+    blob = json.dumps(dict(config=cfg, dtype=str(p.dtype), device=str(p.device), seed=int(seed)),
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
 # %% ../nbs/41_null.ipynb #061aec4c
-def null_values(measure, model, samples, seeds) -> np.ndarray | dict:
+def null_values(measure, model, samples, seeds, memo: dict | None = None,
+                copies: dict | None = None) -> np.ndarray | dict:
     "`measure(m, samples)` on an untrained copy of `model` per seed: [seeds, ...] (or a dict)."
     seeds = list(seeds)
     if len(seeds) < 2 or len(set(seeds)) != len(seeds):
         raise ValueError(f"the null needs ≥ 2 distinct seeds (a spread), got {seeds}")
     out = []
     for s in seeds:
-        m = untrained_copy(model, s)
+        k = copy_key(model, s) if memo is not None or copies is not None else None
+        if k in (memo or {}):
+            out.append(memo[k])
+            continue
+        m = copies[k] if k in (copies or {}) else untrained_copy(model, s)
+        if copies is not None: copies[k] = m
         out.append(measure(m, samples))
+        if memo is not None: memo[k] = out[-1]
         del m
     stack = lambda xs: np.stack([np.asarray(x, float) for x in xs])
     return {k: stack(o[k] for o in out) for k in out[0]} if isinstance(out[0], dict) else stack(out)

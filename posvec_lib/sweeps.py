@@ -54,10 +54,11 @@ def table1_runs(P: Profile) -> dict[str, FinetuneSpec]:
 def chunk_runs(P: Profile) -> dict[str, FinetuneSpec]:
     "B Tables 4, 5 and the rebuttal's u0 runs by label: chunk content, count, RandPos, end anchor."
     docs = dict(mixture=False)            # Table 4: documents only, so contents differ alone
+    # N=2, v~U, u0=0 is PoSE's own sampler (same draws, same text cut): PoSE-s₁, trained once
     return {"N=2, v~U, documents": b_spec(P, "chunks", **docs),
             "N=2, v=0, documents": b_spec(P, "chunks", content="zero", **docs),
             "N=2, v=u, documents": b_spec(P, "chunks", content="same", **docs),
-            "N=2, v~U (u0=0)": b_spec(P, "chunks"), "N=1": b_spec(P, "chunks", n_chunks=1),
+            "N=2, v~U (u0=0)": b_spec(P, "pose"), "N=1": b_spec(P, "chunks", n_chunks=1),
             "N=3": b_spec(P, "chunks", n_chunks=3), "N=Lc (RandPos)": b_spec(P, "randpos"),
             "N=2, last chunk ends at Lt-1": b_spec(P, "chunks", anchor="end")}
 
