@@ -57,8 +57,8 @@ def memory_rows(P: Profile) -> list[dict]:
     Lt = longest_length(P)
     return [dict(what="zoo training step", bytes=train_bytes(P, P.batch_size, P.C),
                  knobs=("C", "batch_size", "d_model", "n_layers", "n_heads", "vocab_size")),
-            dict(what=f"Full-length fine-tune step at {min(P.pose_targets)}·C",
-                 bytes=train_bytes(P, P.pose_batch_size, P.C * min(P.pose_targets)),
+            dict(what=f"Full-length fine-tune step at {max(P.pose_targets)}·C",   # B's s₂ control
+                 bytes=train_bytes(P, P.pose_batch_size, P.C * max(P.pose_targets)),
                  knobs=("C", "pose_targets", "pose_batch_size")),
             dict(what=f"forward pass at {Lt} tokens", bytes=forward_bytes(P, Lt),
                  knobs=("C", "max_factor", "pose_targets", "extreme_target")),

@@ -45,10 +45,11 @@ def b_spec(P: Profile, method: str, interpolation: str | None = None, s: int | N
 
 # %% ../nbs/51_sweeps.ipynb #27e2958c
 def table1_runs(P: Profile) -> dict[str, FinetuneSpec]:
-    "B Table 1's runs (B_ppl, B_passkey): Full-length, RandPos and PoSE at s₁; PoSE at s₂."
+    "B Table 1's runs (B_ppl, B_passkey): Full-length, RandPos, PoSE at s₁; PoSE, Full-length s₂."
     s1, s2 = P.pose_targets
     return {f"Full-length-{s1}C": b_spec(P, "full-length"), f"RandPos-{s1}C": b_spec(P, "randpos"),
-            f"PoSE-{s1}C": b_spec(P, "pose"), f"PoSE-{s2}C": b_spec(P, "pose", s=s2)}
+            f"PoSE-{s1}C": b_spec(P, "pose"), f"PoSE-{s2}C": b_spec(P, "pose", s=s2),
+            f"Full-length-{s2}C": b_spec(P, "full-length", s=s2)}
 
 # %% ../nbs/51_sweeps.ipynb #0cfc470d
 def chunk_runs(P: Profile) -> dict[str, FinetuneSpec]:
@@ -131,9 +132,9 @@ def control_verdict(values: dict, trials: int) -> tuple[bool | None, list[str]]:
     return decide_all(list(parts.values())), missed
 
 # %% ../nbs/51_sweeps.ipynb #1bd250ed
-def positive_control(P: Profile, interpolation: str | None = None) -> dict:
-    "Full-length at s₁·C vs the Original: verdict and values (measured once, cached by content)."
-    spec = b_spec(P, "full-length", interpolation)
+def positive_control(P: Profile, interpolation: str | None = None, s: int | None = None) -> dict:
+    "Full-length at s·C (s₁ unless given) vs the Original: verdict and values (cached by content)."
+    spec = b_spec(P, "full-length", interpolation, s=s)
     path = cache_dir("control", P.name) / f"{spec.name}-{_control_key(P, spec)}.json"
     if path.exists():
         try: return json.loads(path.read_text())
@@ -178,9 +179,12 @@ def control_gate(profile: Profile, control: dict | None = None):
     "A B run's check gate: a check is decided only when the positive control holds."
     control = positive_control(profile) if control is None else control
     def gate(verdict, kw: dict) -> tuple:
+        kw = dict(kw)
+        ctl = kw.pop("control", None) or control      # a check's own control replaces the run's
         if kw.get("measured") is not None:      # the registry decides: the control is `positive`
-            return verdict, {"positive": control["holds"], **kw, **control_values(control)}
-        return gated(verdict, control), {**kw, **control_values(control)}
+            pos = bool(ctl["holds"]) and kw.pop("positive", True) is True
+            return verdict, {**kw, "positive": pos, **control_values(ctl)}
+        return gated(verdict, ctl), {**kw, **control_values(ctl)}
     gate.control = control
     return gate
 
