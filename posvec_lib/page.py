@@ -77,7 +77,8 @@ machine's load)</summary>
  · {% endfor %}<a href="#setup">setup</a></nav>
 {% for r in rows %}{% set a = r.status %}{% set res = r.result %}
 <section><h2 id="{{ a.artifact }}">{{ a.artifact }} — {{ a['items']|join(', ') }}</h2>
-<p>{{ status_line(r) }}</p>
+<p>{{ status_line(r) }}{% if r.notebook %}
+· <a href="{{ a.artifact }}/{{ r.notebook }}">executed notebook</a>{% endif %}</p>
 {% if r.knob_diff %}<p>ran with knobs that differ from the profile:
 {% for k, v in r.knob_diff.items() %}{{ k }}={{ fmt(v) }}{{ ', ' if not loop.last }}{% endfor %}
 </p>{% endif %}

@@ -56,7 +56,9 @@ def report_data(P: Profile) -> dict:
         run = (read_run(root / name / "run.json")[0] if ok else None) or {}
         diff = {k: v for k, v in (res or {}).get("knobs", {}).items()
                 if k in knobs and k != "name" and v != knobs[k]}
-        rows.append(dict(status=a, result=res, run=run, knob_diff=diff))
+        # the runner's executed notebook beside the result (`65_reproduce`)
+        nb = f"{name}.ipynb" if res and (root / name / f"{name}.ipynb").is_file() else None
+        rows.append(dict(status=a, result=res, run=run, knob_diff=diff, notebook=nb))
         if not res: continue
         for k, n in claim_counts(res).items(): counts[k] += n
         findings += [(name, f) for f in res.get("findings", [])]
@@ -416,6 +418,8 @@ def write_report(profile: str | Profile = "cpu", D: dict | None = None) -> Path:
         a, res = r["status"], r["result"]
         lines += [f"<a id=\"{a['artifact']}\"></a>", "",
                   f"## {a['artifact']} — {', '.join(a['items'])}", "", status_line(r), ""]
+        if r.get("notebook"):
+            lines += [f"Executed notebook: [{r['notebook']}]({a['artifact']}/{r['notebook']})", ""]
         if r["knob_diff"]:
             lines += ["ran with knobs that differ from the profile: "
                       + ", ".join(f"{k}={value_text(v)}" for k, v in r["knob_diff"].items()), ""]
