@@ -65,7 +65,8 @@ def test_failing_notebook_is_reported_and_others_run(root, tmp_path, monkeypatch
     (tmp_path / "settings.ini").write_text("[DEFAULT]\n")
     (tmp_path / "data").mkdir(); (tmp_path / "data" / "papers").symlink_to(root / "data" / "papers")   # pose_coverage reads the paper's numbers
     src = json.loads((root / "nbs" / "experiments" / "pose_coverage.ipynb").read_text())
-    bad = dict(src); bad["cells"] = src["cells"][:2] + [{"cell_type": "code", "metadata": {}, "source": "raise ValueError('broken on purpose')", "outputs": [], "execution_count": None, "id": "boom"}]
+    params = next(i for i, c in enumerate(src["cells"]) if "parameters" in c["metadata"].get("tags", []))
+    bad = dict(src); bad["cells"] = src["cells"][:params + 1] + [{"cell_type": "code", "metadata": {}, "source": "raise ValueError('broken on purpose')", "outputs": [], "execution_count": None, "id": "boom"}]
     (exp / "broken.ipynb").write_text(json.dumps(bad))
     (exp / "pose_coverage.ipynb").write_text(json.dumps(src))
     monkeypatch.setenv("POSVEC_HOME", str(tmp_path))
@@ -96,6 +97,12 @@ def test_failing_notebook_is_reported_and_others_run(root, tmp_path, monkeypatch
     (exp / "pose_coverage.ipynb").write_text(json.dumps(bad))   # a failing rerun keeps the last good notebook
     assert R.reproduce("smoke", only="pose_coverage", force=True)["failed"] == ["pose_coverage"]
     assert kept.read_text() == text
+
+def test_experiments_link_their_executed_notebooks(root):
+    "Under its title, each experiment notebook links the executed copies the runner keeps."
+    for nb in sorted((root / "nbs" / "experiments").glob("*.ipynb")):
+        line = "".join(json.loads(nb.read_text())["cells"][1]["source"])
+        assert line.startswith(f"Executed: [cpu](../../figures/cpu/{nb.stem}/{nb.stem}.ipynb)"), nb.name
 
 def test_too_few_long_documents():
     from posvec_lib.config import get_profile
