@@ -9,7 +9,7 @@ from pathlib import Path
 from .config import Profile, figures_dir, get_profile, in_notebook
 from .device import seed_everything
 from .storage import (disk_errors, atomic_write, write_json,
-    staging_dir, swap_in, restore_interrupted)
+    staging_dir, swap_in, restore_interrupted, md_cell)
 from .stats import VERDICTS, verdict_name, is_nan
 from .claims import claim as registered, decide_claim
 from .trace import forward_log_path, write_forward_log, ForwardLog
@@ -331,8 +331,8 @@ def to_markdown(df, floatfmt=".4g") -> str:
     def fmt(x):
         if isinstance(x, float): return "" if is_nan(x) else format(x, floatfmt)
         return str(x)
-    line = lambda cells: "| " + " | ".join(cells) + " |"
-    out = [line([str(c) for c in df.columns]), line(["---"] * len(df.columns))]
+    line = lambda cells: "| " + " | ".join(map(md_cell, cells)) + " |"
+    out = [line(df.columns), line(["---"] * len(df.columns))]
     out += [line([fmt(x) for x in r]) for r in df.itertuples(index=False)]
     return "\n".join(out)
 

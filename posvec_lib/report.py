@@ -9,7 +9,7 @@ from pathlib import Path
 from .record import read_result, read_run, confined
 from .claims import PAPERS, claims_table, unregistered, load_claims
 from .config import Profile, get_profile, figures_dir, project_root, ZOO_VARIANTS
-from .storage import write_json, atomic_write, disk_errors, jsonable
+from .storage import write_json, atomic_write, disk_errors, jsonable, md_cell
 from .stats import VERDICTS, is_nan
 from .reproduce import ARTIFACTS, PAPER_ITEMS, list_artifacts, git_commit
 from .pretrained import PRETRAINED
@@ -222,10 +222,8 @@ def setup_tables(D) -> list[tuple[str, list[str], list[list[str]]]]:
 
 # %% ../nbs/66_report.ipynb #5f4636be
 def _md_table(header, rows) -> list[str]:
-    cell = lambda x: str(x).replace("|", "\\|").replace("\n", " ")
-    return (["| " + " | ".join(map(cell, header)) + " |",
-             "| " + " | ".join("---" for _ in header) + " |"]
-            + ["| " + " | ".join(map(cell, r)) + " |" for r in rows])
+    line = lambda cells: "| " + " | ".join(map(md_cell, cells)) + " |"
+    return [line(header), line(["---"] * len(header))] + [line(r) for r in rows]
 
 def _short(text: str, n: int = 110) -> str:
     "`text` cut at a word before `n` characters, with '…'."
