@@ -17,7 +17,7 @@ from .pretrained import PRETRAINED
 # %% auto #0
 __all__ = ['REPORT_KNOBS', 'COUNT_COLUMNS', 'REGISTRY_HEADER', 'CLAIM_HEADER', 'claim_counts', 'report_data', 'fmt_num',
            'fmt_pct', 'value_text', 'headline', 'claims_note', 'summary_lines', 'setup_tables', 'telling_values',
-           'claim_rows', 'paper_counts', 'results_table', 'status_line', 'write_report']
+           'unit_values', 'check_values', 'claim_rows', 'paper_counts', 'results_table', 'status_line', 'write_report']
 
 # %% ../nbs/66_report.ipynb #0b168a30
 REPORT_KNOBS = ("device", "dtype", "seed", "threads", "C", "window", "small_window", "d_model",
@@ -273,6 +273,30 @@ def telling_values(values: dict, n: int = 3, width: int = 60) -> list[str]:
     paper = [k for k in f if leaf(k).startswith("paper") and short(k)]
     return out + [cut(f"paper: {paper[0]} = {value_text(f[paper[0]])}")] if paper else out
 
+# %% ../nbs/66_report.ipynb #3f662fa6
+# what check_values shows first, or what the verdict columns already say
+_DECISION = {"measured", "negative", "negative_input", "rule", "per_unit", "null_verdict",
+             "learned", "present", "reason", "missing", "models", "follows", "n_null_seeds"}
+
+def unit_values(m: dict, k: int = 3) -> str:
+    "Per-unit (value, noise) pairs as 'unit v ± noise' (2 digits): `k` units, how many more."
+    pair = lambda v: (f"{value_text(v[0])} ± {v[1]:.2g}"
+                      if isinstance(v, list) and len(v) == 2 else value_text(v))
+    items = [f"{u} {pair(v)}" for u, v in _flat(m).items()]
+    return ", ".join(items[:k]) + (f", … ({len(items) - k} more)" if len(items) > k else "")
+
+def check_values(values: dict, n: int = 2, k: int = 3) -> list[str]:
+    "A check's trained values, its null or control, its threshold, then `n` telling other values."
+    if not isinstance(values.get("measured"), dict): return telling_values(values)
+    kind = str(values.get("negative_input") or "negative").split(":")[0]
+    neg = values.get("negative")
+    negs = neg if isinstance(neg, list) else [] if neg is None else [neg]
+    return ([f"trained: {unit_values(values['measured'], k)}"]
+            + [f"{'untrained null' if kind == 'untrained' else kind}: {unit_values(x, k)}"
+               for x in negs]
+            + ([f"threshold: {values['rule']}"] if values.get("rule") else [])
+            + telling_values({q: v for q, v in values.items() if q not in _DECISION}, n))
+
 # %% ../nbs/66_report.ipynb #b3b274bb
 def _natural(s: str) -> tuple:
     "Sort key that puts 'A Fig. 4' before 'A Fig. 10'."
@@ -295,7 +319,7 @@ def claim_rows(D: dict) -> list[dict]:
                     else "")
             rows.append(dict(artifact=r["status"]["artifact"], source=c.get("source", ""),
                              paper=c.get("paper", ""), claim=c["claim"], kind=kind, order=i,
-                             values=telling_values(c["values"]), verdict=c["verdict"],
+                             values=check_values(c["values"]), verdict=c["verdict"],
                              negative=_negative(c["values"])))
     return sorted(rows, key=lambda x: (_natural(x["source"]), x["order"]))
 
@@ -382,14 +406,15 @@ def _registry_md(t) -> list[str]:
                            f"{r.n_extensions}: {r.extension_verdict}" if r.n_extensions else ""]
                           for r in t.itertuples()]) + [""]
 
-CLAIM_HEADER = ["artifact", "paper item", "the paper says", "our claim", "measured (ours; paper)",
+CLAIM_HEADER = ["artifact", "paper item", "the paper says", "our claim",
+                "trained; null or control; threshold; other values (paper)",
                 "on its negative input", "verdict"]
 
 def _claims_md(rows) -> list[str]:
     "The claims table in Markdown: the paper's sentence cut short, the telling values."
     return _md_table(CLAIM_HEADER, [
         [f"[{r['artifact']}](#{r['artifact']})", r["source"], _short(r["paper"]), r["claim"],
-         "; ".join(r["values"]), r["negative"],
+         "\n".join(r["values"]), r["negative"],
          f"**{r['verdict']}**" + (f" ({r['kind']})" if r["kind"] else "")]
         for r in rows])
 
