@@ -17,7 +17,8 @@ from .pretrained import PRETRAINED
 # %% auto #0
 __all__ = ['REPORT_KNOBS', 'COUNT_COLUMNS', 'REGISTRY_HEADER', 'CLAIM_HEADER', 'claim_counts', 'report_data', 'fmt_num',
            'fmt_pct', 'value_text', 'headline', 'claims_note', 'summary_lines', 'setup_tables', 'telling_values',
-           'unit_values', 'check_values', 'claim_rows', 'paper_counts', 'results_table', 'status_line', 'write_report']
+           'unit_values', 'negative_label', 'check_values', 'verdict_reason', 'claim_rows', 'paper_counts',
+           'results_table', 'status_line', 'write_report']
 
 # %% ../nbs/66_report.ipynb #0b168a30
 REPORT_KNOBS = ("device", "dtype", "seed", "threads", "C", "window", "small_window", "d_model",
@@ -285,17 +286,37 @@ def unit_values(m: dict, k: int = 3) -> str:
     items = [f"{u} {pair(v)}" for u, v in _flat(m).items()]
     return ", ".join(items[:k]) + (f", … ({len(items) - k} more)" if len(items) > k else "")
 
+def negative_label(values: dict) -> str:
+    "What a check's negative input is: 'untrained null', 'control' or 'permutation'."
+    kind = str(values.get("negative_input") or "negative input").split(":")[0]
+    return "untrained null" if kind == "untrained" else kind
+
 def check_values(values: dict, n: int = 2, k: int = 3) -> list[str]:
     "A check's trained values, its null or control, its threshold, then `n` telling other values."
     if not isinstance(values.get("measured"), dict): return telling_values(values)
-    kind = str(values.get("negative_input") or "negative").split(":")[0]
     neg = values.get("negative")
     negs = neg if isinstance(neg, list) else [] if neg is None else [neg]
     return ([f"trained: {unit_values(values['measured'], k)}"]
-            + [f"{'untrained null' if kind == 'untrained' else kind}: {unit_values(x, k)}"
-               for x in negs]
+            + [f"{negative_label(values)}: {unit_values(x, k)}" for x in negs]
             + ([f"threshold: {values['rule']}"] if values.get("rule") else [])
             + telling_values({q: v for q, v in values.items() if q not in _DECISION}, n))
+
+# %% ../nbs/66_report.ipynb #27335b0f
+def _why(v: dict) -> str:
+    "Why a registry-decided check got its verdict, from what `claims.decide_claim` recorded."
+    says = lambda x: "is not measurable" if x == "not measurable" else x
+    s = f"the rule {says(v.get('present', '?'))} on the trained values"
+    if v.get("null_verdict"): s += f", {says(v['null_verdict'])} on the {negative_label(v)}"
+    if v.get("learned"): s += f"; beyond the untrained null: {v['learned']}"
+    return s + (f"; {v['reason']}" if v.get("reason") else "")
+
+def verdict_reason(c: dict) -> str:
+    "A check in one line: claim, threshold, trained, null or control, verdict and why."
+    v, verdict = c["values"], f"**{c['verdict']}**" + (" (sanity)" if c.get("kind") else "")
+    if not isinstance(v.get("measured"), dict):
+        why = v.get("reason") or "; ".join(telling_values(v, 2))
+        return f"{c['claim']} — {verdict}" + (f": {why}" if why else "")
+    return f"{c['claim']} — {'; '.join(check_values(v, n=0, k=2))} — {verdict}: {_why(v)}"
 
 # %% ../nbs/66_report.ipynb #b3b274bb
 def _natural(s: str) -> tuple:
@@ -457,6 +478,7 @@ def write_report(profile: str | Profile = "cpu", D: dict | None = None) -> Path:
             md = confined(root / a["artifact"], t[:-len(".csv")] + ".md")
             if md.exists(): lines += [f"**{t[:-4]}**", "", md.read_text().strip(), ""]
         if res["claims"]:
+            lines += ["**Verdicts**", ""] + [f"- {verdict_reason(c)}" for c in res["claims"]] + [""]
             lines += _md_table(["claim", "verdict", "measured", "source"],
                                [[_claim_md(c),
                                  f"**{c['verdict']}**"
