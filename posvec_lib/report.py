@@ -16,9 +16,9 @@ from .pretrained import PRETRAINED
 
 # %% auto #0
 __all__ = ['REPORT_KNOBS', 'COUNT_COLUMNS', 'REGISTRY_HEADER', 'CLAIM_HEADER', 'claim_counts', 'report_data', 'fmt_num',
-           'fmt_pct', 'value_text', 'headline', 'claims_note', 'summary_lines', 'setup_tables', 'telling_values',
-           'unit_values', 'negative_label', 'check_values', 'verdict_reason', 'claim_rows', 'paper_counts',
-           'results_table', 'status_line', 'write_report']
+           'fmt_pct', 'value_text', 'headline', 'claims_note', 'summary_lines', 'setup_tables', 'table_md',
+           'telling_values', 'unit_values', 'negative_label', 'check_values', 'verdict_reason', 'claim_rows',
+           'paper_counts', 'results_table', 'status_line', 'write_report']
 
 # %% ../nbs/66_report.ipynb #0b168a30
 REPORT_KNOBS = ("device", "dtype", "seed", "threads", "C", "window", "small_window", "d_model",
@@ -229,6 +229,15 @@ def _md_table(header, rows) -> list[str]:
 def _short(text: str, n: int = 110) -> str:
     "`text` cut at a word before `n` characters, with '…'."
     return text if len(text) <= n else text[:n].rsplit(" ", 1)[0] + " …"
+
+# %% ../nbs/66_report.ipynb #a6a0a849
+def table_md(path) -> str:
+    "A result's Markdown table, a row a line: a line not opening with '|' continues the cell above."
+    rows = []
+    for line in Path(path).read_text().strip().splitlines():
+        if rows and not line.startswith("|"): rows[-1] += "<br>" + line   # a raw line break
+        else: rows.append(line)
+    return "\n".join(rows)
 
 # %% ../nbs/66_report.ipynb #df759201
 _AUX = ("_lo", "_hi", "_noise", "_doc_noise", "_seed_noise", "_se")
@@ -476,7 +485,7 @@ def write_report(profile: str | Profile = "cpu", D: dict | None = None) -> Path:
         if res["figures"]: lines.append("")
         for t in res["tables"]:
             md = confined(root / a["artifact"], t[:-len(".csv")] + ".md")
-            if md.exists(): lines += [f"**{t[:-4]}**", "", md.read_text().strip(), ""]
+            if md.exists(): lines += [f"**{t[:-4]}**", "", table_md(md), ""]
         if res["claims"]:
             lines += ["**Verdicts**", ""] + [f"- {verdict_reason(c)}" for c in res["claims"]] + [""]
             lines += _md_table(["claim", "verdict", "measured", "source"],
