@@ -5,6 +5,7 @@
 # %% ../nbs/62_agreement.ipynb #37108419
 from __future__ import annotations
 from .stats import is_nan
+from .storage import md_cell
 
 # %% auto #0
 __all__ = ['compare_results', 'agreement_lines']
@@ -87,8 +88,8 @@ def agreement_lines(agreement: dict) -> list[str]:
                          "(added, removed or renamed): "
                          + "; ".join(c[:50] for c in a["claims_only_one_side"][:2])]
                         if a.get("claims_only_one_side") else [])) or "none"
-        out.append(f"| {name} | {a['agreement']} | {a['values']} | {a['differing']} "
-                   f"({a['beyond_noise']}) | {vc} | {big.replace('|', '/')} "
-                   f"| {a.get('reference_status', '')} result of "
-                   f"{(a.get('reference_commit') or '?')[:12]} |")
+        cells = [name, a["agreement"], a["values"], f"{a['differing']} ({a['beyond_noise']})", vc,
+                 big, f"{a.get('reference_status', '')} result of "
+                      f"{(a.get('reference_commit') or '?')[:12]}"]
+        out.append("| " + " | ".join(map(md_cell, cells)) + " |")
     return out

@@ -11,7 +11,7 @@ from .config import Profile, get_profile, figures_dir
 from .storage import atomic_write
 from .report import (
     CLAIM_HEADER, report_data, write_report, claim_rows, headline, claims_note, summary_lines,
-    setup_tables, status_line, value_text)
+    setup_tables, status_line, value_text, verdict_reason)
 
 # %% auto #0
 __all__ = ['REPORT_CSS', 'REPORT_TEMPLATE', 'write_html_report', 'write_reports']
@@ -77,7 +77,8 @@ machine's load)</summary>
  · {% endfor %}<a href="#setup">setup</a></nav>
 {% for r in rows %}{% set a = r.status %}{% set res = r.result %}
 <section><h2 id="{{ a.artifact }}">{{ a.artifact }} — {{ a['items']|join(', ') }}</h2>
-<p>{{ status_line(r) }}</p>
+<p>{{ status_line(r) }}{% if r.notebook %}
+· <a href="{{ a.artifact }}/{{ r.notebook }}">executed notebook</a>{% endif %}</p>
 {% if r.knob_diff %}<p>ran with knobs that differ from the profile:
 {% for k, v in r.knob_diff.items() %}{{ k }}={{ fmt(v) }}{{ ', ' if not loop.last }}{% endfor %}
 </p>{% endif %}
@@ -93,6 +94,8 @@ in cell [{{ a.error.get('execution_count') }}]: {{ a.error.message[:300] }}</p>{
 {% else %}<h3>{{ name }}</h3>{% endif %}
 <div class=scroll>{{ html }}</div>{% if n > 8 %}</details>{% endif %}
 {% endfor %}
+{% if res.claims %}<ul class=verdicts>{% for c in res.claims %}<li>{{ md(verdict_reason(c)) }}</li>
+{% endfor %}</ul>{% endif %}
 {% if res.claims %}<details class=checks><summary><b>{{ res.claims|length }} claim checks</b>:
 the paper's sentence, the threshold and every measured value</summary>
 <div class=scroll><table class=checks><colgroup>
@@ -158,6 +161,7 @@ def write_html_report(P: Profile, D: dict) -> Path:
         counted=[r for r in C if not r["kind"]],
         not_counted=[r for r in C if r["kind"]], coverage=coverage, rows=D["rows"], figures=figures,
         tables=tables, setup=setup_tables(D), css=Markup(REPORT_CSS), status_line=status_line,
+        verdict_reason=verdict_reason,
         fmt=value_text, md=lambda s: Markup(_md_inline(s)))
     return atomic_write(root / "REPORT.html", doc)
 

@@ -4,21 +4,21 @@
 
 # %% ../nbs/63_record.ipynb #76c0fdd1
 from __future__ import annotations
-import json, os, shutil, time
+import io, json, os, shutil, time
 from pathlib import Path
-from .config import Profile, figures_dir, get_profile
+from .config import Profile, figures_dir, get_profile, in_notebook
 from .device import seed_everything
 from .storage import (disk_errors, atomic_write, write_json,
-    staging_dir, swap_in, restore_interrupted)
+    staging_dir, swap_in, restore_interrupted, md_cell)
 from .stats import VERDICTS, verdict_name, is_nan
 from .claims import claim as registered, decide_claim
 from .trace import forward_log_path, write_forward_log, ForwardLog
 
 # %% auto #0
 __all__ = ['RESULT_KEYS', 'RESULT_TYPES', 'RUN_KEYS', 'RUN_TYPES', 'CLAIM_KEYS', 'CLAIM_TYPES', 'LISTED_FILES', 'LIST_OF_TEXT',
-           'type_problem', 'confined', 'claims_problem', 'nested_problem', 'files_problem', 'result_problem',
-           'read_record', 'read_result', 'run_problem', 'read_run', 'used_inputs', 'is_timing', 'Record', 'to_markdown',
-           'start_artifact']
+           'NOTEBOOK_DPI', 'type_problem', 'confined', 'claims_problem', 'nested_problem', 'files_problem',
+           'result_problem', 'read_record', 'read_result', 'run_problem', 'read_run', 'used_inputs', 'is_timing',
+           'show_figure', 'Record', 'to_markdown', 'start_artifact']
 
 # %% ../nbs/63_record.ipynb #df5ab61a
 RESULT_KEYS = ("artifact", "claims", "figures", "tables", "numbers")
@@ -28,7 +28,7 @@ RESULT_TYPES = dict(artifact=str, profile=str, items=list, figures=list, tables=
 RUN_KEYS = ("status", "inputs")
 RUN_TYPES = dict(status=str, inputs=str, artifact=str, profile=str, commit=str, started=str,
                  finished=str,
-                 wall_time_s=(int, float), overrides=dict, timings=dict, error=dict)
+                 wall_time_s=(int, float), overrides=dict, timings=dict, error=dict, notebook=str)
 CLAIM_KEYS = ("claim", "verdict", "values")
 CLAIM_TYPES = dict(claim=str, verdict=str, values=dict, source=str, paper=str, threshold=str,
                    kind=str, id=str, extension=bool)
@@ -165,6 +165,19 @@ def is_timing(key: str) -> bool:
     return (key in ("seconds", "wall_time_s", "wall_s")
             or key.endswith(("_seconds", "_wall_time_s", "_wall_s")))
 
+# %% ../nbs/63_record.ipynb #73782329
+NOTEBOOK_DPI = 72   # the executed notebook's copy of a figure; the saved PNG has 120
+
+def show_figure(fig, dpi: int = NOTEBOOK_DPI) -> bool:
+    "Show `fig` once in the running notebook as a PNG at `dpi`; False outside a kernel."
+    if not in_notebook(): return False
+    try: from IPython.display import Image, display
+    except ImportError: return False
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", metadata={"Software": None})
+    display(Image(data=buf.getvalue()))
+    return True
+
 # %% ../nbs/63_record.ipynb #6c67cc5a
 def _file_stem(name) -> str:
     "A figure or table name: a plain file name without folders, refused otherwise."
@@ -204,6 +217,7 @@ class Record:
                              metadata=({"CreationDate": None} if ext == "pdf"
                                        else {"Software": None})))
         self.figures.append(f"{name}.png")
+        show_figure(fig)
         plt.close(fig)
         if volatile: self.volatile += [f"{name}.png", f"{name}.pdf"]
         return self.dir / f"{name}.png"
@@ -317,8 +331,8 @@ def to_markdown(df, floatfmt=".4g") -> str:
     def fmt(x):
         if isinstance(x, float): return "" if is_nan(x) else format(x, floatfmt)
         return str(x)
-    line = lambda cells: "| " + " | ".join(cells) + " |"
-    out = [line([str(c) for c in df.columns]), line(["---"] * len(df.columns))]
+    line = lambda cells: "| " + " | ".join(map(md_cell, cells)) + " |"
+    out = [line(df.columns), line(["---"] * len(df.columns))]
     out += [line([fmt(x) for x in r]) for r in df.itertuples(index=False)]
     return "\n".join(out)
 

@@ -9,15 +9,16 @@ from pathlib import Path
 from .record import read_result, read_run, confined
 from .claims import PAPERS, claims_table, unregistered, load_claims
 from .config import Profile, get_profile, figures_dir, project_root, ZOO_VARIANTS
-from .storage import write_json, atomic_write, disk_errors, jsonable
+from .storage import write_json, atomic_write, disk_errors, jsonable, md_cell
 from .stats import VERDICTS, is_nan
 from .reproduce import ARTIFACTS, PAPER_ITEMS, list_artifacts, git_commit
 from .pretrained import PRETRAINED
 
 # %% auto #0
 __all__ = ['REPORT_KNOBS', 'COUNT_COLUMNS', 'REGISTRY_HEADER', 'CLAIM_HEADER', 'claim_counts', 'report_data', 'fmt_num',
-           'fmt_pct', 'value_text', 'headline', 'claims_note', 'summary_lines', 'setup_tables', 'telling_values',
-           'claim_rows', 'paper_counts', 'results_table', 'status_line', 'write_report']
+           'fmt_pct', 'value_text', 'headline', 'claims_note', 'summary_lines', 'setup_tables', 'table_md',
+           'telling_values', 'unit_values', 'negative_label', 'check_values', 'verdict_reason', 'claim_rows',
+           'paper_counts', 'results_table', 'status_line', 'write_report']
 
 # %% ../nbs/66_report.ipynb #0b168a30
 REPORT_KNOBS = ("device", "dtype", "seed", "threads", "C", "window", "small_window", "d_model",
@@ -56,7 +57,9 @@ def report_data(P: Profile) -> dict:
         run = (read_run(root / name / "run.json")[0] if ok else None) or {}
         diff = {k: v for k, v in (res or {}).get("knobs", {}).items()
                 if k in knobs and k != "name" and v != knobs[k]}
-        rows.append(dict(status=a, result=res, run=run, knob_diff=diff))
+        # the runner's executed notebook beside the result (`65_reproduce`)
+        nb = f"{name}.ipynb" if res and (root / name / f"{name}.ipynb").is_file() else None
+        rows.append(dict(status=a, result=res, run=run, knob_diff=diff, notebook=nb))
         if not res: continue
         for k, n in claim_counts(res).items(): counts[k] += n
         findings += [(name, f) for f in res.get("findings", [])]
@@ -220,14 +223,21 @@ def setup_tables(D) -> list[tuple[str, list[str], list[list[str]]]]:
 
 # %% ../nbs/66_report.ipynb #5f4636be
 def _md_table(header, rows) -> list[str]:
-    cell = lambda x: str(x).replace("|", "\\|").replace("\n", " ")
-    return (["| " + " | ".join(map(cell, header)) + " |",
-             "| " + " | ".join("---" for _ in header) + " |"]
-            + ["| " + " | ".join(map(cell, r)) + " |" for r in rows])
+    line = lambda cells: "| " + " | ".join(map(md_cell, cells)) + " |"
+    return [line(header), line(["---"] * len(header))] + [line(r) for r in rows]
 
 def _short(text: str, n: int = 110) -> str:
     "`text` cut at a word before `n` characters, with '…'."
     return text if len(text) <= n else text[:n].rsplit(" ", 1)[0] + " …"
+
+# %% ../nbs/66_report.ipynb #a6a0a849
+def table_md(path) -> str:
+    "A result's Markdown table, a row a line: a line not opening with '|' continues the cell above."
+    rows = []
+    for line in Path(path).read_text().strip().splitlines():
+        if rows and not line.startswith("|"): rows[-1] += "<br>" + line   # a raw line break
+        else: rows.append(line)
+    return "\n".join(rows)
 
 # %% ../nbs/66_report.ipynb #df759201
 _AUX = ("_lo", "_hi", "_noise", "_doc_noise", "_seed_noise", "_se")
@@ -273,6 +283,50 @@ def telling_values(values: dict, n: int = 3, width: int = 60) -> list[str]:
     paper = [k for k in f if leaf(k).startswith("paper") and short(k)]
     return out + [cut(f"paper: {paper[0]} = {value_text(f[paper[0]])}")] if paper else out
 
+# %% ../nbs/66_report.ipynb #3f662fa6
+# what check_values shows first, or what the verdict columns already say
+_DECISION = {"measured", "negative", "negative_input", "rule", "per_unit", "null_verdict",
+             "learned", "present", "reason", "missing", "models", "follows", "n_null_seeds"}
+
+def unit_values(m: dict, k: int = 3) -> str:
+    "Per-unit (value, noise) pairs as 'unit v ± noise' (2 digits): `k` units, how many more."
+    pair = lambda v: (f"{value_text(v[0])} ± {v[1]:.2g}"
+                      if isinstance(v, list) and len(v) == 2 else value_text(v))
+    items = [f"{u} {pair(v)}" for u, v in _flat(m).items()]
+    return ", ".join(items[:k]) + (f", … ({len(items) - k} more)" if len(items) > k else "")
+
+def negative_label(values: dict) -> str:
+    "What a check's negative input is: 'untrained null', 'control' or 'permutation'."
+    kind = str(values.get("negative_input") or "negative input").split(":")[0]
+    return "untrained null" if kind == "untrained" else kind
+
+def check_values(values: dict, n: int = 2, k: int = 3) -> list[str]:
+    "A check's trained values, its null or control, its threshold, then `n` telling other values."
+    if not isinstance(values.get("measured"), dict): return telling_values(values)
+    neg = values.get("negative")
+    negs = neg if isinstance(neg, list) else [] if neg is None else [neg]
+    return ([f"trained: {unit_values(values['measured'], k)}"]
+            + [f"{negative_label(values)}: {unit_values(x, k)}" for x in negs]
+            + ([f"threshold: {values['rule']}"] if values.get("rule") else [])
+            + telling_values({q: v for q, v in values.items() if q not in _DECISION}, n))
+
+# %% ../nbs/66_report.ipynb #27335b0f
+def _why(v: dict) -> str:
+    "Why a registry-decided check got its verdict, from what `claims.decide_claim` recorded."
+    says = lambda x: "is not measurable" if x == "not measurable" else x
+    s = f"the rule {says(v.get('present', '?'))} on the trained values"
+    if v.get("null_verdict"): s += f", {says(v['null_verdict'])} on the {negative_label(v)}"
+    if v.get("learned"): s += f"; beyond the untrained null: {v['learned']}"
+    return s + (f"; {v['reason']}" if v.get("reason") else "")
+
+def verdict_reason(c: dict) -> str:
+    "A check in one line: claim, threshold, trained, null or control, verdict and why."
+    v, verdict = c["values"], f"**{c['verdict']}**" + (" (sanity)" if c.get("kind") else "")
+    if not isinstance(v.get("measured"), dict):
+        why = v.get("reason") or "; ".join(telling_values(v, 2))
+        return f"{c['claim']} — {verdict}" + (f": {why}" if why else "")
+    return f"{c['claim']} — {'; '.join(check_values(v, n=0, k=2))} — {verdict}: {_why(v)}"
+
 # %% ../nbs/66_report.ipynb #b3b274bb
 def _natural(s: str) -> tuple:
     "Sort key that puts 'A Fig. 4' before 'A Fig. 10'."
@@ -295,7 +349,7 @@ def claim_rows(D: dict) -> list[dict]:
                     else "")
             rows.append(dict(artifact=r["status"]["artifact"], source=c.get("source", ""),
                              paper=c.get("paper", ""), claim=c["claim"], kind=kind, order=i,
-                             values=telling_values(c["values"]), verdict=c["verdict"],
+                             values=check_values(c["values"]), verdict=c["verdict"],
                              negative=_negative(c["values"])))
     return sorted(rows, key=lambda x: (_natural(x["source"]), x["order"]))
 
@@ -382,14 +436,15 @@ def _registry_md(t) -> list[str]:
                            f"{r.n_extensions}: {r.extension_verdict}" if r.n_extensions else ""]
                           for r in t.itertuples()]) + [""]
 
-CLAIM_HEADER = ["artifact", "paper item", "the paper says", "our claim", "measured (ours; paper)",
+CLAIM_HEADER = ["artifact", "paper item", "the paper says", "our claim",
+                "trained; null or control; threshold; other values (paper)",
                 "on its negative input", "verdict"]
 
 def _claims_md(rows) -> list[str]:
     "The claims table in Markdown: the paper's sentence cut short, the telling values."
     return _md_table(CLAIM_HEADER, [
         [f"[{r['artifact']}](#{r['artifact']})", r["source"], _short(r["paper"]), r["claim"],
-         "; ".join(r["values"]), r["negative"],
+         "\n".join(r["values"]), r["negative"],
          f"**{r['verdict']}**" + (f" ({r['kind']})" if r["kind"] else "")]
         for r in rows])
 
@@ -416,6 +471,8 @@ def write_report(profile: str | Profile = "cpu", D: dict | None = None) -> Path:
         a, res = r["status"], r["result"]
         lines += [f"<a id=\"{a['artifact']}\"></a>", "",
                   f"## {a['artifact']} — {', '.join(a['items'])}", "", status_line(r), ""]
+        if r.get("notebook"):
+            lines += [f"Executed notebook: [{r['notebook']}]({a['artifact']}/{r['notebook']})", ""]
         if r["knob_diff"]:
             lines += ["ran with knobs that differ from the profile: "
                       + ", ".join(f"{k}={value_text(v)}" for k, v in r["knob_diff"].items()), ""]
@@ -428,8 +485,9 @@ def write_report(profile: str | Profile = "cpu", D: dict | None = None) -> Path:
         if res["figures"]: lines.append("")
         for t in res["tables"]:
             md = confined(root / a["artifact"], t[:-len(".csv")] + ".md")
-            if md.exists(): lines += [f"**{t[:-4]}**", "", md.read_text().strip(), ""]
+            if md.exists(): lines += [f"**{t[:-4]}**", "", table_md(md), ""]
         if res["claims"]:
+            lines += ["**Verdicts**", ""] + [f"- {verdict_reason(c)}" for c in res["claims"]] + [""]
             lines += _md_table(["claim", "verdict", "measured", "source"],
                                [[_claim_md(c),
                                  f"**{c['verdict']}**"

@@ -22,7 +22,8 @@ from .status import (
 from .agreement import compare_results, agreement_lines
 
 # %% auto #0
-__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'HEARTBEAT_S', 'check_items', 'select', 'git_commit', 'last_line', 'heartbeat',
+__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'HEARTBEAT_S', 'DROPPED_MIME', 'check_items', 'select', 'git_commit', 'last_line',
+           'heartbeat', 'machine_paths', 'without_paths', 'clean_output', 'clean_executed', 'keep_executed',
            'run_artifact', 'preflight', 'check_runnable', 'committed_result', 'agreement_with', 'BatchLocked',
            'batch_lock', 'reproduce', 'list_artifacts']
 
@@ -166,6 +167,47 @@ def heartbeat(path: Path, log, every: float = HEARTBEAT_S, name: str = ""):
         stop.set()
         th.join()
 
+# %% ../nbs/65_reproduce.ipynb #101e2153
+DROPPED_MIME = ("application/pdf", "image/svg+xml")   # twins of a PNG a figure already shows
+
+def machine_paths(root: Path | None = None) -> list[tuple[str, str]]:
+    "(folder, stand-in) pairs naming this machine's folders, longest first: root, Python, home."
+    root = Path(root or project_root())
+    pairs = {str(root): ".", str(root.resolve()): ".", sys.prefix: "<python>",
+             sys.base_prefix: "<python>", str(Path.home()): "~"}
+    return sorted(((k, v) for k, v in pairs.items() if len(k) > 1), key=lambda kv: -len(kv[0]))
+
+def without_paths(x, paths: list):
+    "`x` (text, or JSON of lists and dicts) with each folder of `paths` replaced; images untouched."
+    if isinstance(x, str):
+        for folder, stand_in in paths: x = x.replace(folder, stand_in)
+        return x
+    if isinstance(x, list): return [without_paths(v, paths) for v in x]
+    if isinstance(x, dict):
+        return {k: v if k.startswith("image/") else without_paths(v, paths) for k, v in x.items()}
+    return x
+
+# %% ../nbs/65_reproduce.ipynb #9eb82d7f
+def clean_output(o: dict) -> dict:
+    "An output without the mime types in `DROPPED_MIME` (each figure is shown once, as a PNG)."
+    if "data" not in o: return o
+    return dict(o, data={k: v for k, v in o["data"].items() if k not in DROPPED_MIME})
+
+def clean_executed(nb: dict, paths: list) -> dict:
+    "An executed notebook for readers: tags as the only cell metadata, no run metadata or paths."
+    def cell(c):
+        tags = c.get("metadata", {}).get("tags")
+        c = dict(c, metadata={"tags": tags} if tags else {})
+        return dict(c, outputs=[clean_output(o) for o in c["outputs"]]) if "outputs" in c else c
+    cells = [cell(c) for c in nb["cells"]]
+    meta = {k: v for k, v in nb.get("metadata", {}).items() if k in ("kernelspec", "language_info")}
+    return without_paths(dict(nb, cells=cells, metadata=meta), paths)
+
+def keep_executed(src: Path, dst: Path, root: Path | None = None) -> Path:
+    "Write papermill's notebook `src` to `dst`, cleaned (`clean_executed`) for readers."
+    nb = clean_executed(json.loads(Path(src).read_text()), machine_paths(root))
+    return atomic_write(dst, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+
 # %% ../nbs/65_reproduce.ipynb #c0fb348e
 _git_commit = git_commit
 
@@ -204,6 +246,9 @@ def run_artifact(art: Artifact, profile: Profile, overrides: dict | None = None,
         if res is None:
             raise RuntimeError(bad or f"notebook {art.name} finished without writing result.json "
                                       "(did it call rec.save()?)")
+        # the executed notebook, for readers, swapped in with the result
+        rec["notebook"] = keep_executed(out_dir / f"{art.name}.ipynb",
+                                        stage / f"{art.name}.ipynb").name
         timings, _ = read_record(stage / "timing.json")
         if timings is not None: rec["timings"] = timings
         rec.update(status="ok")

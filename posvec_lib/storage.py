@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 
 # %% auto #0
-__all__ = ['DiskError', 'disk_errors', 'writable', 'atomic_write', 'write_json', 'jsonable', 'strict_json', 'remove_cache_entry',
-           'file_sha256', 'seal', 'seal_check', 'discard_damaged', 'verify_files', 'entry_ok', 'load_sealed',
-           'staging_dir', 'swap_in', 'restore_interrupted']
+__all__ = ['DiskError', 'disk_errors', 'writable', 'atomic_write', 'write_json', 'jsonable', 'strict_json', 'md_cell',
+           'remove_cache_entry', 'file_sha256', 'seal', 'seal_check', 'discard_damaged', 'verify_files', 'entry_ok',
+           'load_sealed', 'staging_dir', 'swap_in', 'restore_interrupted']
 
 # %% ../nbs/00_storage.ipynb #69a0155c
 class DiskError(OSError):
@@ -102,6 +102,12 @@ def strict_json(x):
     if isinstance(x, dict): return {k: strict_json(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)): return [strict_json(v) for v in x]
     return None if isinstance(x, float) and not np.isfinite(x) else x
+
+# %% ../nbs/00_storage.ipynb #2b1c4610
+def md_cell(x) -> str:
+    "`x` as the text of one Markdown table cell: `|` escaped, line breaks as `<br>`."
+    s = str(x).replace("\r\n", "\n").replace("\r", "\n")
+    return s.replace("|", "\\|").replace("\n", "<br>")
 
 # %% ../nbs/00_storage.ipynb #039f425e
 def remove_cache_entry(path, marker: str = "manifest.json"):

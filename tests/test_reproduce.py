@@ -65,7 +65,8 @@ def test_failing_notebook_is_reported_and_others_run(root, tmp_path, monkeypatch
     (tmp_path / "settings.ini").write_text("[DEFAULT]\n")
     (tmp_path / "data").mkdir(); (tmp_path / "data" / "papers").symlink_to(root / "data" / "papers")   # pose_coverage reads the paper's numbers
     src = json.loads((root / "nbs" / "experiments" / "pose_coverage.ipynb").read_text())
-    bad = dict(src); bad["cells"] = src["cells"][:2] + [{"cell_type": "code", "metadata": {}, "source": "raise ValueError('broken on purpose')", "outputs": [], "execution_count": None, "id": "boom"}]
+    params = next(i for i, c in enumerate(src["cells"]) if "parameters" in c["metadata"].get("tags", []))
+    bad = dict(src); bad["cells"] = src["cells"][:params + 1] + [{"cell_type": "code", "metadata": {}, "source": "raise ValueError('broken on purpose')", "outputs": [], "execution_count": None, "id": "boom"}]
     (exp / "broken.ipynb").write_text(json.dumps(bad))
     (exp / "pose_coverage.ipynb").write_text(json.dumps(src))
     monkeypatch.setenv("POSVEC_HOME", str(tmp_path))
@@ -80,8 +81,28 @@ def test_failing_notebook_is_reported_and_others_run(root, tmp_path, monkeypatch
     assert "broken on purpose" in run["error"]["cell_source"]                                # the failing cell is named
     assert "broken on purpose" in "".join(executed[run["error"]["cell_index"]]["source"])
     assert not (tmp_path / "figures" / "smoke" / "broken" / "result.json").exists()
+    assert not (tmp_path / "figures" / "smoke" / "broken" / "broken.ipynb").exists()
+    kept = tmp_path / "figures" / "smoke" / "pose_coverage" / "pose_coverage.ipynb"   # the executed notebook, beside its result
+    text, nb = kept.read_text(), json.loads(kept.read_text())
+    outputs = [o for c in nb["cells"] for o in c.get("outputs", [])]
+    assert any("image/png" in o.get("data", {}) for o in outputs), "no figure in the executed notebook"
+    assert not any("application/pdf" in o.get("data", {}) for o in outputs)
+    for folder in (str(tmp_path), str(Path.home()), sys.prefix, str(root)):
+        assert folder not in text, f"{folder} in the executed notebook"
+    assert all(set(c["metadata"]) <= {"tags"} for c in nb["cells"]) and "papermill" not in nb["metadata"]
+    assert json.loads((tmp_path / "figures" / "smoke" / "pose_coverage" / "run.json").read_text())["notebook"] == kept.name
+    print(f"pose_coverage.ipynb (smoke): {kept.stat().st_size} bytes")
     from posvec_lib.cli import main
     assert main(["reproduce", "--profile", "smoke"]) == 1      # pose_coverage skipped, broken fails again
+    (exp / "pose_coverage.ipynb").write_text(json.dumps(bad))   # a failing rerun keeps the last good notebook
+    assert R.reproduce("smoke", only="pose_coverage", force=True)["failed"] == ["pose_coverage"]
+    assert kept.read_text() == text
+
+def test_experiments_link_their_executed_notebooks(root):
+    "Under its title, each experiment notebook links the executed copies the runner keeps."
+    for nb in sorted((root / "nbs" / "experiments").glob("*.ipynb")):
+        line = "".join(json.loads(nb.read_text())["cells"][1]["source"])
+        assert line.startswith(f"Executed: [cpu](../../figures/cpu/{nb.stem}/{nb.stem}.ipynb)"), nb.name
 
 def test_too_few_long_documents():
     from posvec_lib.config import get_profile
