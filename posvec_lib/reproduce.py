@@ -17,9 +17,9 @@ from .stats import VERDICTS
 from .record import RESULT_KEYS, read_record, read_result, read_run
 from .budget import LOCAL_CORPORA, llama_parameters, feasibility, confirm_cost, extra_cost
 from .digest import Artifact, experiments_dir, inputs_hash
-from posvec_lib.status import (
+from .status import (
     failure_path, computed_path, status, batch_plan, batch_estimate, print_batch_plan, eta_text,
-    finetune_runs)
+    finetune_runs, cache_has)
 from .agreement import compare_results, agreement_lines
 
 # %% auto #0
@@ -522,13 +522,20 @@ def _run_batch(P: Profile, arts: list, force: bool, overrides: dict | None, repo
             known = row["eval_s"] is not None       # a never-timed artifact: its time unknown
             left = corrected_left(row["estimate_s"], 0.0, later_s, measured, estimated)[1]
             never = sum(r["eval_s"] is None for r in later + [row])
+            eta = (f"{never} artifact(s) never timed: no estimate" if never and not left else
+                   f"~{_minutes(left)} left by the estimate"
+                   + (f" + {never} artifact(s) never timed" if never else ""))
             log(f"[{i}/{len(arts)}] {art.name}: running ({row['why']}) · "
-                f"batch {_minutes(time.time() - t0)} in, ~{_minutes(left)} left by the estimate"
-                + (f" + {never} artifact(s) never timed" if never else "")
-                + f" · its log: {log_dir / f'{art.name}.log'}")
+                f"batch {_minutes(time.time() - t0)} in, {eta} · "
+                f"its log: {log_dir / f'{art.name}.log'}")
             ref, t1 = _reference(art, P), time.time()
             def beat(step):
-                el = time.time() - t1
+                el, tr = time.time() - t1, row["trains"]
+                trained = [f"{what} {sum(cache_has(P, k, n) for n in tr[key])}/{len(tr[key])} "
+                           "trained" for key, k, what in (("zoo", "zoo", "zoo"),
+                                                          ("finetuned", "finetune", "fine-tunes"))
+                           if tr[key]]
+                step = " · ".join(trained + [step] if step else trained)
                 a, b = corrected_left(row["estimate_s"], el, later_s, measured, estimated)
                 out.show(progress_line(i, len(arts), art.name, step, el, time.time() - t0,
                                        a if known else None, b if known or later_s else None))

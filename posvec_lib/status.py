@@ -12,7 +12,7 @@ from .budget import training_seconds
 from .digest import Artifact, inputs_hash
 
 # %% auto #0
-__all__ = ['BATCH_GAP_S', 'failure_path', 'computed_path', 'status', 'batch_plan', 'cache_gaps', 'finetune_runs',
+__all__ = ['BATCH_GAP_S', 'failure_path', 'computed_path', 'status', 'batch_plan', 'cache_has', 'cache_gaps', 'finetune_runs',
            'evaluation_from', 'recorded_runs', 'evaluation_seconds', 'batch_estimate', 'eta_text', 'print_batch_plan']
 
 # %% ../nbs/64_status.ipynb #814cf3f5
@@ -102,15 +102,16 @@ def batch_plan(P: Profile, arts: list, force: bool = False, trust_committed: boo
     return rows
 
 # %% ../nbs/64_status.ipynb #9c4e0911
+def cache_has(P: Profile, kind: str, name: str) -> bool:
+    "Does data/cache hold a finished `kind` ('zoo', 'finetune') entry named `name` (any key)?"
+    pat = re.compile(re.escape(name) + r"-[0-9a-f]{12}")
+    return any(pat.fullmatch(d.name) and (d / "manifest.json").is_file()
+               for d in (project_root() / "data" / "cache" / kind / P.name).glob("*"))
+
 def cache_gaps(P: Profile) -> dict:
     "Zoo entries and recorded fine-tunes with no finished entry in data/cache (what is to train)."
-    root = project_root() / "data" / "cache"
-    def have(kind, name):
-        pat = re.compile(re.escape(name) + r"-[0-9a-f]{12}")
-        return any(pat.fullmatch(d.name) and (d / "manifest.json").is_file()
-                   for d in (root / kind / P.name).glob("*"))
-    return dict(zoo=[m for m in P.zoo if not have("zoo", m)],
-                finetunes=[r for r in finetune_runs(P) if not have("finetune", r)])
+    return dict(zoo=[m for m in P.zoo if not cache_has(P, "zoo", m)],
+                finetunes=[r for r in finetune_runs(P) if not cache_has(P, "finetune", r)])
 
 def _training_note(P: Profile) -> str:
     "What the caches lack and the estimated time to train it (see `budget.training_seconds`)."
@@ -172,7 +173,7 @@ def evaluation_seconds(P: Profile) -> dict:
 
 # %% ../nbs/64_status.ipynb #8b1b3b57
 def batch_estimate(P: Profile, rows: list[dict]) -> list[dict]:
-    "Rows with `eval_s`, `train_s` (the cache's gaps it reads first) and `estimate_s` (their sum)."
+    "Rows with `eval_s`, `train_s` of `trains` (the cache's gaps it reads first), `estimate_s`."
     runs = recorded_runs(P)
     evals = evaluation_from(runs, lambda z, f: training_seconds(P, list(f), zoo=z))
     readers = {}
@@ -194,7 +195,7 @@ def batch_estimate(P: Profile, rows: list[dict]) -> list[dict]:
         t_s = (training_seconds(P, t["finetuned"], zoo=t["zoo"])
                if t["zoo"] or t["finetuned"] else 0.0)
         e = evals.get(r["artifact"])
-        out.append(dict(r, eval_s=e, train_s=t_s, estimate_s=(e or 0.0) + t_s))
+        out.append(dict(r, eval_s=e, trains=t, train_s=t_s, estimate_s=(e or 0.0) + t_s))
     return out
 
 def eta_text(rows) -> str:
