@@ -18,14 +18,15 @@ from .record import RESULT_KEYS, read_record, read_result, read_run
 from .budget import LOCAL_CORPORA, llama_parameters, feasibility, confirm_cost, extra_cost
 from .digest import Artifact, experiments_dir, inputs_hash
 from .status import (
-    failure_path, computed_path, status, batch_plan, print_batch_plan, eta_text, finetune_runs)
+    failure_path, computed_path, status, batch_plan, batch_estimate, print_batch_plan, eta_text,
+    finetune_runs, cache_has)
 from .agreement import compare_results, agreement_lines
 
 # %% auto #0
-__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'HEARTBEAT_S', 'DROPPED_MIME', 'check_items', 'select', 'git_commit', 'last_line',
-           'heartbeat', 'machine_paths', 'without_paths', 'clean_output', 'clean_executed', 'keep_executed',
-           'run_artifact', 'preflight', 'check_runnable', 'committed_result', 'agreement_with', 'BatchLocked',
-           'batch_lock', 'reproduce', 'list_artifacts']
+__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'HEARTBEAT_S', 'DROPPED_MIME', 'check_items', 'select', 'git_commit', 'heartbeat_s',
+           'last_line', 'heartbeat', 'corrected_left', 'progress_line', 'Progress', 'machine_paths', 'without_paths',
+           'clean_output', 'clean_executed', 'keep_executed', 'run_artifact', 'preflight', 'check_runnable',
+           'committed_result', 'agreement_with', 'BatchLocked', 'batch_lock', 'reproduce', 'list_artifacts']
 
 # %% ../nbs/65_reproduce.ipynb #78f5e64a
 PAPER_ITEMS = (
@@ -138,6 +139,16 @@ def git_commit(root: Path | None = None) -> str:
 # %% ../nbs/65_reproduce.ipynb #67cef860
 HEARTBEAT_S = 60.0
 
+def heartbeat_s() -> float:
+    "Seconds between plain progress lines: POSVEC_HEARTBEAT_S if set, else HEARTBEAT_S."
+    v = os.environ.get("POSVEC_HEARTBEAT_S", "").strip()
+    if not v: return HEARTBEAT_S
+    try: s = float(v)
+    except ValueError: s = 0.0
+    if not s > 0:
+        raise ValueError(f"POSVEC_HEARTBEAT_S={v!r}; allowed: a number of seconds > 0")
+    return s
+
 def last_line(path: Path, tail: int = 4096) -> str:
     "The last non-empty line of a log (a progress bar's last redraw counts as one); '' if none."
     try:
@@ -150,22 +161,74 @@ def last_line(path: Path, tail: int = 4096) -> str:
     return lines[-1][:160] if lines else ""
 
 @contextlib.contextmanager
-def heartbeat(path: Path, log, every: float = HEARTBEAT_S, name: str = ""):
-    "While the body runs, log every `every` s the minutes it has run and `path`'s newest last line."
-    stop, t0 = threading.Event(), time.time()
-    def beat():
-        seen = ""
-        while not stop.wait(every):
-            line = last_line(path)
-            log(f"  {name}: {(time.time() - t0) / 60:.1f} min"
-                + (f" · {line}" if line and line != seen else ""))
-            seen = line or seen
-    th = threading.Thread(target=beat, daemon=True)
+def heartbeat(beat, every: float):
+    "While the body runs, call `beat()` every `every` seconds."
+    stop = threading.Event()
+    def loop():
+        while not stop.wait(every): beat()
+    th = threading.Thread(target=loop, daemon=True)
     th.start()
     try: yield
     finally:
         stop.set()
         th.join()
+
+# %% ../nbs/65_reproduce.ipynb #7c72f3bb
+def corrected_left(estimate_s: float, elapsed_s: float, later_s: float, measured_s: float = 0.0,
+                   estimated_s: float = 0.0) -> tuple[float, float]:
+    "(artifact, batch) seconds left: estimates × measured/estimated of the artifacts done so far."
+    r = measured_s / estimated_s if measured_s > 0 and estimated_s > 0 else 1.0
+    art = max(0.0, r * estimate_s - elapsed_s)
+    return art, art + r * later_s
+
+def _minutes(s: float) -> str:
+    "Seconds as minutes for a progress line."
+    return f"{s / 60:.1f} min" if s < 600 else f"{s / 60:.0f} min"
+
+def progress_line(k: int, n: int, name: str, step: str, art_s: float, batch_s: float,
+                  art_left: float | None, batch_left: float | None) -> str:
+    "[k/n] artifact · elapsed (artifact, batch) · left (artifact, batch; None: unknown) · step."
+    left = lambda s: "?" if s is None else "~" + _minutes(s)
+    return (f"[{k}/{n}] {name} · {_minutes(art_s)} in (batch {_minutes(batch_s)}) · "
+            f"left {left(art_left)} (batch {left(batch_left)}) · {(step or 'starting')[:100]}")
+
+# %% ../nbs/65_reproduce.ipynb #d05ecfc6
+class Progress:
+    "The batch's output: log lines, and a progress line (redrawn on a terminal, else plain)."
+    def __init__(self, log_path: Path, stream=None, every: float | None = None):
+        self.path, self.stream = Path(log_path), stream or sys.stdout
+        self.every, self.tty = every or heartbeat_s(), self.stream.isatty()
+        self.tick = min(1.0, self.every) if self.tty else self.every   # how often to call `show`
+        self.drawn, self.plain_at, self.lock = False, time.time(), threading.Lock()
+
+    def _write(self, line: str, screen: bool):
+        if screen:
+            if self.drawn: self.stream.write("\r\x1b[K")          # clear the progress line
+            print(line, file=self.stream, flush=True)
+            self.drawn = False
+        with disk_errors(self.path.parent), open(self.path, "a") as f: f.write(line + "\n")
+
+    def log(self, msg: str):
+        "A log line, time-stamped, on the screen and in the log file."
+        with self.lock: self._write(f"[{time.strftime('%H:%M:%S')}] {msg}", True)
+
+    def show(self, text: str):
+        "The progress line: redrawn in place on a terminal; plain lines at most every `every` s."
+        with self.lock:
+            if self.tty:
+                width = shutil.get_terminal_size().columns
+                self.stream.write("\r\x1b[K" + text[:max(20, width - 1)])
+                self.stream.flush()
+                self.drawn = True
+            if time.time() - self.plain_at >= 0.9 * self.every:   # a tick early still counts
+                self.plain_at = time.time()
+                self._write(f"[{time.strftime('%H:%M:%S')}] {text}", not self.tty)
+
+    def close(self):
+        "Clear a progress line left on the terminal."
+        with self.lock:
+            if self.drawn: self.stream.write("\r\x1b[K"); self.stream.flush()
+            self.drawn = False
 
 # %% ../nbs/65_reproduce.ipynb #101e2153
 DROPPED_MIME = ("application/pdf", "image/svg+xml")   # twins of a PNG a figure already shows
@@ -211,8 +274,17 @@ def keep_executed(src: Path, dst: Path, root: Path | None = None) -> Path:
 # %% ../nbs/65_reproduce.ipynb #c0fb348e
 _git_commit = git_commit
 
-def run_artifact(art: Artifact, profile: Profile, overrides: dict | None = None, log=print) -> dict:
-    "Execute one experiment notebook with papermill; returns its run record (also in run.json)."
+class _LastWrite:
+    "A file for papermill's progress bar that keeps only its last redraw ('cell 3/31')."
+    text = ""
+    def write(self, s: str):
+        s = s.strip("\r\n ")
+        if s: self.text = s.split("\r")[-1].strip()
+    def flush(self): pass
+
+def run_artifact(art: Artifact, profile: Profile, overrides: dict | None = None, log=print,
+                 beat=None, every: float | None = None) -> dict:
+    "Run one experiment notebook with papermill (`beat(step)` every `every` s); returns run.json."
     import papermill as pm
     out_dir = writable(project_root() / "runs" / profile.results_name)
     fig = figures_dir(profile, art.name, create=False)
@@ -229,15 +301,21 @@ def run_artifact(art: Artifact, profile: Profile, overrides: dict | None = None,
     os.environ["POSVEC_HOME"] = str(project_root())
     # Record.save() leaves its folder staged: we add run.json, then swap
     os.environ["POSVEC_RUNNER_SWAPS"] = "1"
+    log_file, cell = out_dir / f"{art.name}.log", _LastWrite()
+    def step():
+        line = last_line(log_file)
+        return " · ".join(s for s in (cell.text, line) if s)
+    beat = beat or (lambda s: log(f"  {art.name}: {(time.time() - t0) / 60:.1f} min · {s}"))
     try:
-        with (open(out_dir / f"{art.name}.log", "w") as so,
-              heartbeat(out_dir / f"{art.name}.log", log, name=art.name)):
+        with (open(log_file, "w") as so, heartbeat(lambda: beat(step()), every or heartbeat_s())):
             pm.execute_notebook(str(experiments_dir() / f"{art.name}.ipynb"),
                                 str(out_dir / f"{art.name}.ipynb"),
                                 # tuples as lists
                                 parameters=dict(profile=profile.name,
                                                 overrides=jsonable(overrides or {})),
-                                cwd=str(experiments_dir()), progress_bar=False,
+                                cwd=str(experiments_dir()),
+                                progress_bar=dict(file=cell, bar_format="cell {n_fmt}/{total_fmt}",
+                                                  mininterval=0),
                                 stdout_file=so, stderr_file=so,
                                 # no TCP warning per artifact
                                 kernel_name="python3",
@@ -428,8 +506,8 @@ def reproduce(profile: str | Profile = "cpu", only=None, force: bool = False,
     P = get_profile(profile, **(overrides or {})) if isinstance(profile, str) else profile
     arts = select(only)
     if dry_run:
-        rows, (problems, warnings) = (batch_plan(P, arts, force, trust_committed),
-                                      feasibility(P, list(finetune_runs(P))))
+        rows = batch_estimate(P, batch_plan(P, arts, force, trust_committed))
+        problems, warnings = feasibility(P, list(finetune_runs(P)))
         extra, knob = extra_cost(P, _expected_finetunes(P))
         if extra > 3600:
             warnings.append(f"the --set knobs add ~{extra / 3600:,.1f} h to the profile's "
@@ -466,38 +544,60 @@ def _run_batch(P: Profile, arts: list, force: bool, overrides: dict | None, repo
                trust_committed: bool = False) -> dict:
     log_dir = writable(project_root() / "runs" / P.results_name)
     log_path = log_dir / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-    def log(msg):
-        line = f"[{time.strftime('%H:%M:%S')}] {msg}"
-        print(line, flush=True)
-        with disk_errors(log_dir), open(log_path, "a") as f: f.write(line + "\n")
+    out = Progress(log_path)
+    log = out.log
     summary, t0 = dict(profile=P.name, results=P.results_name, ok=[], failed=[], skipped=[],
                        agreement={}, log=str(log_path)), time.time()
-    rows = {r["artifact"]: r for r in batch_plan(P, arts, force, trust_committed)}
+    plan = batch_estimate(P, batch_plan(P, arts, force, trust_committed))
+    rows = {r["artifact"]: r for r in plan}
     log(f"reproduce profile={P.name} artifacts={[a.name for a in arts]} force={force}"
         + (f" overrides={P.overrides()} -> results in figures/{P.results_name}/"
            if P.results_name != P.name else ""))
-    for i, art in enumerate(arts, 1):
-        row = rows[art.name]
-        if not row["run"]:
-            log(f"[{i}/{len(arts)}] {art.name}: {row['why']}")
-            summary["skipped"].append(art.name)
-            continue
-        left = [r for r in rows.values()
-                if r["run"] and r["artifact"] not in summary["ok"] + summary["failed"]]
-        log(f"[{i}/{len(arts)}] {art.name}: running ({row['why']}) · "
-            f"batch {(time.time() - t0) / 60:.0f} min in, "
-            f"{eta_text(left)} left by recorded timings")
-        ref = _reference(art, P)
-        rec = run_artifact(art, P, overrides, log)
-        summary["ok" if rec["status"] == "ok" else "failed"].append(art.name)
-        if rec["status"] == "ok" and ref:
-            new = read_result(figures_dir(P, art.name, create=False))[0] or {}
-            summary["agreement"][art.name] = dict(compare_results(ref["result"], new),
-                                                  reference_commit=ref["commit"],
-                                                  reference_status=ref["status"])
-        log(f"[{i}/{len(arts)}] {art.name}: {rec['status']} in {rec['wall_time_s']:.0f}s"
-            + (f"; {summary['agreement'][art.name]['agreement']} to the result it replaced"
-               if art.name in summary["agreement"] else ""))
+    measured = estimated = 0.0   # the artifacts finished in this run: wall time, estimate
+    try:
+        for i, art in enumerate(arts, 1):
+            row = rows[art.name]
+            if not row["run"]:
+                log(f"[{i}/{len(arts)}] {art.name}: {row['why']}")
+                summary["skipped"].append(art.name)
+                continue
+            later = [r for r in rows.values() if r["run"] and r["artifact"] != art.name
+                     and r["artifact"] not in summary["ok"] + summary["failed"]]
+            later_s = sum(r["estimate_s"] for r in later)
+            known = row["eval_s"] is not None       # a never-timed artifact: its time unknown
+            left = corrected_left(row["estimate_s"], 0.0, later_s, measured, estimated)[1]
+            never = sum(r["eval_s"] is None for r in later + [row])
+            eta = (f"{never} artifact(s) never timed: no estimate" if never and not left else
+                   f"~{_minutes(left)} left by the estimate"
+                   + (f" + {never} artifact(s) never timed" if never else ""))
+            log(f"[{i}/{len(arts)}] {art.name}: running ({row['why']}) · "
+                f"batch {_minutes(time.time() - t0)} in, {eta} · "
+                f"its log: {log_dir / f'{art.name}.log'}")
+            ref, t1 = _reference(art, P), time.time()
+            def beat(step):
+                el, tr = time.time() - t1, row["trains"]
+                trained = [f"{what} {sum(cache_has(P, k, n) for n in tr[key])}/{len(tr[key])} "
+                           "trained" for key, k, what in (("zoo", "zoo", "zoo"),
+                                                          ("finetuned", "finetune", "fine-tunes"))
+                           if tr[key]]
+                step = " · ".join(trained + [step] if step else trained)
+                a, b = corrected_left(row["estimate_s"], el, later_s, measured, estimated)
+                out.show(progress_line(i, len(arts), art.name, step, el, time.time() - t0,
+                                       a if known else None, b if known or later_s else None))
+            rec = run_artifact(art, P, overrides, log, beat, out.tick)
+            summary["ok" if rec["status"] == "ok" else "failed"].append(art.name)
+            if rec["status"] == "ok" and row["eval_s"] is not None:
+                measured, estimated = measured + rec["wall_time_s"], estimated + row["estimate_s"]
+            if rec["status"] == "ok" and ref:
+                new = read_result(figures_dir(P, art.name, create=False))[0] or {}
+                summary["agreement"][art.name] = dict(compare_results(ref["result"], new),
+                                                      reference_commit=ref["commit"],
+                                                      reference_status=ref["status"])
+            log(f"[{i}/{len(arts)}] {art.name}: {rec['status']} in {rec['wall_time_s']:.0f}s"
+                + (f" (estimated {row['estimate_s']:.0f}s)" if known else "")
+                + (f"; {summary['agreement'][art.name]['agreement']} to the result it replaced"
+                   if art.name in summary["agreement"] else ""))
+    finally: out.close()
     summary["wall_time_s"] = round(time.time() - t0, 1)
     if summary["agreement"]:
         lines = agreement_lines(summary["agreement"])

@@ -4,7 +4,7 @@
 
 # %% ../nbs/64_status.ipynb #985d5a76
 from __future__ import annotations
-import re
+import re, time
 from pathlib import Path
 from .config import Profile, project_root, figures_dir
 from .record import read_record, read_result, read_run, type_problem
@@ -12,7 +12,8 @@ from .budget import training_seconds
 from .digest import Artifact, inputs_hash
 
 # %% auto #0
-__all__ = ['failure_path', 'computed_path', 'status', 'batch_plan', 'cache_gaps', 'eta_text', 'print_batch_plan', 'finetune_runs']
+__all__ = ['BATCH_GAP_S', 'failure_path', 'computed_path', 'status', 'batch_plan', 'cache_has', 'cache_gaps', 'finetune_runs',
+           'evaluation_from', 'recorded_runs', 'evaluation_seconds', 'batch_estimate', 'eta_text', 'print_batch_plan']
 
 # %% ../nbs/64_status.ipynb #814cf3f5
 def failure_path(art: Artifact, profile: Profile) -> Path:
@@ -101,15 +102,16 @@ def batch_plan(P: Profile, arts: list, force: bool = False, trust_committed: boo
     return rows
 
 # %% ../nbs/64_status.ipynb #9c4e0911
+def cache_has(P: Profile, kind: str, name: str) -> bool:
+    "Does data/cache hold a finished `kind` ('zoo', 'finetune') entry named `name` (any key)?"
+    pat = re.compile(re.escape(name) + r"-[0-9a-f]{12}")
+    return any(pat.fullmatch(d.name) and (d / "manifest.json").is_file()
+               for d in (project_root() / "data" / "cache" / kind / P.name).glob("*"))
+
 def cache_gaps(P: Profile) -> dict:
     "Zoo entries and recorded fine-tunes with no finished entry in data/cache (what is to train)."
-    root = project_root() / "data" / "cache"
-    def have(kind, name):
-        pat = re.compile(re.escape(name) + r"-[0-9a-f]{12}")
-        return any(pat.fullmatch(d.name) and (d / "manifest.json").is_file()
-                   for d in (root / kind / P.name).glob("*"))
-    return dict(zoo=[m for m in P.zoo if not have("zoo", m)],
-                finetunes=[r for r in finetune_runs(P) if not have("finetune", r)])
+    return dict(zoo=[m for m in P.zoo if not cache_has(P, "zoo", m)],
+                finetunes=[r for r in finetune_runs(P) if not cache_has(P, "finetune", r)])
 
 def _training_note(P: Profile) -> str:
     "What the caches lack and the estimated time to train it (see `budget.training_seconds`)."
@@ -119,27 +121,8 @@ def _training_note(P: Profile) -> str:
     s = training_seconds(P, list(g["finetunes"]), zoo=g["zoo"])
     return (f"the caches lack {len(g['zoo'])} of {len(P.zoo)} zoo entries "
             f"and {len(g['finetunes'])} recorded "
-            f"fine-tunes: training them adds ~{s / 60:.0f} min (estimate, budget.training_seconds)")
+            f"fine-tunes (~{s / 60:.0f} min of training, budget.training_seconds)")
 
-def eta_text(rows) -> str:
-    if not any(r["run"] for r in rows): return "0 min (nothing to run)"
-    known = [r["recorded_s"] for r in rows if r["run"] and r["recorded_s"]]
-    unknown = sum(1 for r in rows if r["run"] and not r["recorded_s"])
-    s = f"~{sum(known) / 60:.0f} min" if known else "unknown"
-    return s + (f" + {unknown} artifact(s) never timed" if unknown and known else "")
-
-def print_batch_plan(P: Profile, rows: list[dict], problems=(), warnings=()):
-    "The dry run: one line per artifact (run or skip, why, recorded wall time), total, refusals."
-    print(f"posvec reproduce --profile {P.name} --dry-run: results in figures/{P.results_name}/")
-    for r in rows:
-        t = f"{r['recorded_s'] / 60:5.1f} min" if r["recorded_s"] else "    ?    "
-        print(f"  {'run ' if r['run'] else 'skip'} {r['artifact']:<16} {t}  {r['why']}")
-    n = sum(r["run"] for r in rows)
-    print(f"{n} of {len(rows)} would run; estimated {eta_text(rows)} "
-          "from the wall times their last runs recorded (run.json, with warm caches)")
-    if n: print(f"  and {_training_note(P)}")
-    for w in warnings: print(f"  note: {w}")
-    if problems: print(f"the batch would be refused, so nothing would run: {'; '.join(problems)}")
 
 # %% ../nbs/64_status.ipynb #52f015f8
 def finetune_runs(recorded: Profile) -> dict:
@@ -150,3 +133,93 @@ def finetune_runs(recorded: Profile) -> dict:
         for name in res.get("inputs", {}).get("finetuned", {}):
             runs.setdefault(name, []).append(res_file.parent.name)
     return runs
+
+# %% ../nbs/64_status.ipynb #106ac02a
+BATCH_GAP_S = 300.0   # recorded runs further apart than this came from different batches
+
+def evaluation_from(runs: list[dict], cost) -> dict:
+    "Evaluation seconds by artifact: wall time less `cost(zoo, finetunes)` of what it read first."
+    out, seen, end = {}, set(), None
+    for r in sorted(runs, key=lambda r: r["started"]):
+        if end is None or r["started"] - end > BATCH_GAP_S: seen = set()   # a new batch
+        new = {k: [n for n in r["reads"].get(k, ()) if (k, n) not in seen]
+               for k in ("zoo", "finetuned")}
+        seen |= {(k, n) for k, ns in r["reads"].items() for n in ns}
+        trained = cost(new["zoo"], new["finetuned"]) if new["zoo"] or new["finetuned"] else 0.0
+        out[r["artifact"]] = r["wall"] - trained if r["wall"] > trained else r["wall"]
+        end = max(end or 0.0, r["finished"])
+    return out
+
+# %% ../nbs/64_status.ipynb #b360fa87
+def recorded_runs(P: Profile) -> list[dict]:
+    "The profile's recorded artifact runs: start and end (epoch s), wall time, cache entries read."
+    out = []
+    for f in sorted(figures_dir(P, create=False).glob("*/run.json")):
+        run, res = read_run(f)[0], read_result(f.parent)[0]
+        if not run or not res or run.get("status") != "ok" or not run.get("wall_time_s"): continue
+        try: t0, t1 = (time.mktime(time.strptime(run[k], "%Y-%m-%d %H:%M:%S"))
+                       for k in ("started", "finished"))
+        except (KeyError, ValueError): continue
+        inputs = res.get("inputs", {})
+        reads = dict(zoo=[n for n, z in inputs.get("zoo", {}).items() if "cache" in z],
+                     finetuned=list(inputs.get("finetuned", {})))
+        out.append(dict(artifact=f.parent.name, started=t0, finished=t1,
+                        wall=float(run["wall_time_s"]), reads=reads))
+    return out
+
+def evaluation_seconds(P: Profile) -> dict:
+    "Seconds each recorded artifact takes with warm caches (`evaluation_from` its records)."
+    return evaluation_from(recorded_runs(P), lambda z, f: training_seconds(P, list(f), zoo=z))
+
+# %% ../nbs/64_status.ipynb #8b1b3b57
+def batch_estimate(P: Profile, rows: list[dict]) -> list[dict]:
+    "Rows with `eval_s`, `train_s` of `trains` (the cache's gaps it reads first), `estimate_s`."
+    runs = recorded_runs(P)
+    evals = evaluation_from(runs, lambda z, f: training_seconds(P, list(f), zoo=z))
+    readers = {}
+    for r in runs:
+        for k, names in r["reads"].items():
+            for n in names: readers.setdefault((k, n), set()).add(r["artifact"])
+    todo, gaps = [r["artifact"] for r in rows if r["run"]], cache_gaps(P)
+    train = {a: dict(zoo=[], finetuned=[]) for a in todo}
+    for k, names in (("zoo", gaps["zoo"]), ("finetuned", gaps["finetunes"])):
+        for n in names:
+            # no record names its reader: the zoo artifact, else the batch's first never-timed one
+            who = ([a for a in todo if a in readers[k, n]] if (k, n) in readers else
+                   ["zoo"] if k == "zoo" and "zoo" in todo else
+                   [a for a in todo if a not in evals][:1])
+            if who: train[who[0]][k].append(n)
+    out = []
+    for r in rows:
+        t = train.get(r["artifact"], dict(zoo=[], finetuned=[]))
+        t_s = (training_seconds(P, t["finetuned"], zoo=t["zoo"])
+               if t["zoo"] or t["finetuned"] else 0.0)
+        e = evals.get(r["artifact"])
+        out.append(dict(r, eval_s=e, trains=t, train_s=t_s, estimate_s=(e or 0.0) + t_s))
+    return out
+
+def eta_text(rows) -> str:
+    "What is to run, in minutes by `batch_estimate`, and how many artifacts were never timed."
+    todo = [r for r in rows if r["run"]]
+    if not todo: return "0 min (nothing to run)"
+    unknown = sum(1 for r in todo if r["eval_s"] is None)
+    total = sum(r["estimate_s"] for r in todo)
+    s = f"~{total / 60:.0f} min" if total or not unknown else "unknown"
+    return s + (f" + {unknown} artifact(s) never timed" if unknown and total else "")
+
+# %% ../nbs/64_status.ipynb #c907b5c7
+def print_batch_plan(P: Profile, rows: list[dict], problems=(), warnings=()):
+    "The dry run: one line per artifact (run or skip, why, estimated minutes), total, refusals."
+    print(f"posvec reproduce --profile {P.name} --dry-run: results in figures/{P.results_name}/")
+    for r in rows:
+        t = (f"{r['estimate_s'] / 60:5.1f} min" if r["eval_s"] is not None or r["train_s"]
+             else "    ?    ")
+        tr = f" (train {r['train_s'] / 60:.1f})" if r["run"] and r["train_s"] else ""
+        print(f"  {'run ' if r['run'] else 'skip'} {r['artifact']:<16} {t}{tr}  {r['why']}")
+    n = sum(r["run"] for r in rows)
+    print(f"{n} of {len(rows)} would run; estimated {eta_text(rows)}: evaluation as the last runs "
+          "recorded it (run.json, less the training they did), training what the caches lack at "
+          "the measured rate (budget.training_seconds)")
+    if n: print(f"  {_training_note(P)}")
+    for w in warnings: print(f"  note: {w}")
+    if problems: print(f"the batch would be refused, so nothing would run: {'; '.join(problems)}")
