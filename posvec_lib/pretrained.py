@@ -18,9 +18,9 @@ from .device import seed_everything, torch_dtype
 
 # %% auto #0
 __all__ = ['PRETRAINED', 'PretrainedModel', 'registry_table', 'package_file', 'assembled_file', 'model_source', 'check_gguf',
-           'check_model_folder', 'check_model_files', 'tiny_local_model', 'load_checkpoint', 'family_attention',
-           'load_config', 'load_pretrained', 'uses_bos', 'model_docs', 'text_docs', 'note_model_inputs',
-           'pretrained_inputs']
+           'check_model_folder', 'check_model_files', 'save_tiny', 'tiny_local_model', 'load_checkpoint',
+           'family_attention', 'load_config', 'load_pretrained', 'uses_bos', 'model_docs', 'text_docs',
+           'note_model_inputs', 'pretrained_inputs']
 
 # %% ../nbs/27_pretrained.ipynb #e9a444b2
 @dataclass(frozen=True)
@@ -282,6 +282,18 @@ def check_model_files(src: dict) -> dict:
     return src
 
 # %% ../nbs/27_pretrained.ipynb #4361f016
+def save_tiny(folder: Path, model, tok) -> Path:
+    "Save a tiny random `model` and its tokenizer as `folder`, whole or not at all, sealed."
+    import shutil
+    tmp = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
+    seal(folder, "config.json")
+    return folder
+
 def tiny_local_model(profile=None) -> Path:
     "Folder of the tiny random Llama and its tokenizer (built once, sealed)."
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -297,15 +309,7 @@ def tiny_local_model(profile=None) -> Path:
                       rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                       pad_token_id=tok.pad_token_id)
-    tmp = folder.with_name(folder.name + ".partial")
-    import shutil
-    shutil.rmtree(tmp, ignore_errors=True)
-    LlamaForCausalLM(cfg).save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    shutil.rmtree(folder, ignore_errors=True)
-    tmp.rename(folder)
-    seal(folder, "config.json")
-    return folder
+    return save_tiny(folder, LlamaForCausalLM(cfg), tok)
 
 # %% ../nbs/27_pretrained.ipynb #42e07623
 def _located(name_or_path) -> tuple[dict, str, dict]:

@@ -4,12 +4,11 @@
 
 # %% ../nbs/70_window_llm.ipynb #4a66520f
 from __future__ import annotations
-import shutil
 from pathlib import Path
 import numpy as np
 import torch
 from .config import cache_dir
-from .storage import seal, entry_ok
+from .storage import entry_ok
 from .trace import (layer_windows, attention_masks, hooks, decoder_layers,
                               as_token_batch, check_batch_size)
 from .decompose import PositionalVectors, combine, anchor_ratio, t_half_width
@@ -19,7 +18,7 @@ from .attention import (attention_pass, first_token_importance, sink_rate,
 from .ablate import (distinct_positions, parts_half_width, shifted_samples,
                                reach_bound)
 from .beyond import in_window_share
-from .pretrained import load_pretrained, model_docs, note_model_inputs
+from .pretrained import load_pretrained, model_docs, note_model_inputs, save_tiny
 from .inspect_model import sink_table
 
 # %% auto #0
@@ -47,14 +46,7 @@ def tiny_gemma3(profile=None) -> Path:
                            layer_types=list(TINY_LAYER_TYPES), max_position_embeddings=256,
                            bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                            pad_token_id=tok.pad_token_id)
-    tmp = folder.with_name(folder.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    Gemma3ForCausalLM(cfg).save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    shutil.rmtree(folder, ignore_errors=True)
-    tmp.rename(folder)
-    seal(folder, "config.json")
-    return folder
+    return save_tiny(folder, Gemma3ForCausalLM(cfg), tok)
 
 def window_docs(profile, tokenizer, split: str = "validation"):
     "A split of the profile's corpus in the model's tokens, with its BOS id even if it adds none."
