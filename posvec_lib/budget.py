@@ -9,9 +9,6 @@ from dataclasses import replace
 from pathlib import Path
 from .config import Profile, short, get_profile, PROFILES
 from .device import GIB, memory_problem
-from .variants import zoo_recipe
-from .data import load_corpus
-from .pretrained import load_config, model_source, PRETRAINED
 
 LOCAL_CORPORA = ("stdlib", "stdlib-tests")        # built by `data.load_corpus` from this Python
 
@@ -87,6 +84,7 @@ def flop_rate(P: Profile) -> float:
 # %% ../nbs/28_budget.ipynb #3ec1d070
 def zoo_tokens(P: Profile, zoo=None) -> int:
     "Tokens the zoo entries `zoo` (default: the profile's) train on."
+    from posvec_lib.variants import zoo_recipe   # on use: `posvec --help` loads no torch
     steps = sum(zoo_recipe(P, m)["steps"] for m in (P.zoo if zoo is None else zoo))
     return steps * P.batch_size * P.C
 
@@ -105,6 +103,7 @@ def training_seconds(P: Profile, finetunes: int | list = 0, zoo=None) -> float:
 # %% ../nbs/28_budget.ipynb #4ff36972
 def longest_document(source: str, split: str, max_files: int = 0) -> int | None:
     "Characters in the longest document of a local corpus split; None for a hub corpus."
+    from posvec_lib.data import load_corpus   # on use: `posvec --help` loads no torch
     if source not in LOCAL_CORPORA and not Path(source).expanduser().exists(): return None
     with warnings.catch_warnings():               # a probe: the run itself warns of a small corpus
         warnings.simplefilter("ignore")
@@ -113,6 +112,7 @@ def longest_document(source: str, split: str, max_files: int = 0) -> int | None:
 
 def document_count(source: str, split: str, max_files: int = 0) -> int | None:
     "Documents in a local corpus split; None for a hub corpus."
+    from posvec_lib.data import load_corpus   # on use: `posvec --help` loads no torch
     if source not in LOCAL_CORPORA and not Path(source).expanduser().exists(): return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -146,6 +146,8 @@ def data_problems(P: Profile) -> list[str]:
 def _pretrained_problem(P: Profile) -> str | None:
     "A pretrained model the profile measures that cannot be found, or a length beyond its window."
     if not P.pretrained_model: return None
+    # on use: `posvec --help` loads no torch
+    from posvec_lib.pretrained import load_config, model_source, PRETRAINED
     # the registry knows its window: no 10 s GGUF parse
     entry = PRETRAINED.get(P.pretrained_model)
     try:
@@ -172,6 +174,7 @@ def _pretrained_problem(P: Profile) -> str | None:
 def _base_problem(P: Profile) -> str | None:
     "A local base model the profile continues from that cannot be read."
     if not P.base_model or not Path(P.base_model).expanduser().exists(): return None
+    from posvec_lib.pretrained import load_config   # on use: `posvec --help` loads no torch
     try: load_config(P.base_model)
     except (ValueError, FileNotFoundError, OSError) as e: return f"base_model: {e}"
     return None

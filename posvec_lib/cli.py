@@ -12,8 +12,6 @@ from .reproduce import (
     PAPER_ITEMS, BatchLocked, reproduce, list_artifacts, agreement_with)
 from .agreement import agreement_lines
 from .page import write_reports
-from .inspect_model import add_inspect_parser, run_inspect
-from .plan import profile_plan, print_profile_plan
 
 # %% auto #0
 __all__ = ['main']
@@ -72,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="a GPU profile (paper) on the CPU anyway (device=cpu)")
     # the inspect parser imports torch: only when asked for
     if "inspect" in (sys.argv[1:] if argv is None else argv):
+        from posvec_lib.inspect_model import add_inspect_parser
         add_inspect_parser(sub)
     else:
         sub.add_parser("inspect", help="paper A's measures on any causal LM (`posvec inspect -h`)")
@@ -82,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(a) -> int:
     "The parsed `posvec` command line, run."
     if a.cmd == "inspect":   # any model, any folder: no clone or profile
+        from posvec_lib.inspect_model import run_inspect   # on use: `posvec --help` loads no torch
         print(run_inspect(a))
         return 0
     P = profile_from_args(a)
@@ -115,6 +115,8 @@ def _run(a) -> int:
               else f"no artifact has results both here and at {a.against}")
         return 0 if all(v["agreement"] != "different" for v in A.values()) else 1
     if a.cmd == "plan":
+        # on use: `posvec --help` loads no torch
+        from posvec_lib.plan import profile_plan, print_profile_plan
         D = profile_plan(P, code_path=a.code_path)
         if a.json: print(json.dumps(D, indent=1, default=str))
         else: print_profile_plan(D)

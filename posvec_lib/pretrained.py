@@ -384,9 +384,12 @@ def load_pretrained(name_or_path, dtype="float32", attn: str = "posvec_sdpa", de
     tok.posvec_hash = hashlib.sha256(ident.encode()).hexdigest()[:12]
     model.posvec_source = dict(kind=src["kind"], path=str(src["path"]),
                                name=src["entry"].name if src["entry"] else str(name_or_path))
-    # what was read, returned with both (a run's samples add it to the run's inputs)
-    model.posvec_inputs = tok.posvec_inputs = {"pretrained": {model.posvec_source["name"]: dict(
-        kind=src["kind"], path=str(src["path"]), dtype=str(dt).replace("torch.", ""))}}
+    # what was read, returned with both (a run's samples add it to the run's inputs): names, not
+    # this machine's paths, so that two machines' records of the same model agree
+    local = not src["entry"] and Path(str(name_or_path)).expanduser().exists()
+    name = Path(str(name_or_path)).name if local else model.posvec_source["name"]
+    model.posvec_inputs = tok.posvec_inputs = {"pretrained": {name: dict(
+        kind=src["kind"], file=Path(src["path"]).name, dtype=str(dt).replace("torch.", ""))}}
     return (model.to(device) if device is not None else model), tok
 
 # %% ../nbs/27_pretrained.ipynb #c51fdf68

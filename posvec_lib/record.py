@@ -12,7 +12,6 @@ from .storage import (disk_errors, atomic_write, write_json,
     staging_dir, swap_in, restore_interrupted, md_cell)
 from .stats import VERDICTS, verdict_name, is_nan
 from .claims import claim as registered, decide_claim
-from .trace import forward_log_path, write_forward_log, ForwardLog
 
 # %% auto #0
 __all__ = ['RESULT_KEYS', 'RESULT_TYPES', 'RUN_KEYS', 'RUN_TYPES', 'CLAIM_KEYS', 'CLAIM_TYPES', 'LISTED_FILES', 'LIST_OF_TEXT',
@@ -319,6 +318,8 @@ class Record:
                              "use rec.timing(key, value)")
         write_json(self.dir / "result.json", res)
         if getattr(self, "forward_log", None):
+            # on use: `posvec --help` loads no torch
+            from posvec_lib.trace import forward_log_path, write_forward_log
             write_forward_log(self.forward_log, forward_log_path(self.artifact))
         # the runner adds run.json, then swaps
         if os.environ.get("POSVEC_RUNNER_SWAPS") == "1": return self.dir / "result.json"
@@ -350,5 +351,6 @@ def start_artifact(artifact: str, profile: str | Profile = "cpu", overrides: dic
     make_gate = gate or record
     rec = Record(artifact, P, items=list(items), gate=make_gate(P) if make_gate else None)
     if os.environ.get("POSVEC_FORWARD_LOG"):     # benchmarks/eval_profile.py: log every forward
+        from posvec_lib.trace import ForwardLog   # on use: `posvec --help` loads no torch
         rec.forward_log = ForwardLog().__enter__()
     return P, rec

@@ -12,7 +12,6 @@ from .config import Profile, get_profile, figures_dir, project_root, ZOO_VARIANT
 from .storage import write_json, atomic_write, disk_errors, jsonable, md_cell
 from .stats import VERDICTS, is_nan
 from .reproduce import ARTIFACTS, PAPER_ITEMS, list_artifacts, git_commit
-from .pretrained import PRETRAINED
 
 # %% auto #0
 __all__ = ['REPORT_KNOBS', 'COUNT_COLUMNS', 'REGISTRY_HEADER', 'CLAIM_HEADER', 'claim_counts', 'report_data', 'fmt_num',
@@ -194,11 +193,12 @@ def setup_tables(D) -> list[tuple[str, list[str], list[list[str]]]]:
              value_text(e.get("steps", "")), value_text(e.get("final_loss", "")), ", ".join(e["used_by"])]
             for m, e in D["finetuned"].items()]))
     if D.get("pretrained"):
+        from posvec_lib.pretrained import PRETRAINED   # on use: `posvec --help` loads no torch
         t.append(("Models (pretrained)",
                   ["model", "checkpoint", "licence", "loaded from", "dtype", "used by"], [
             [m, PRETRAINED[m].note or PRETRAINED[m].hub if m in PRETRAINED else m,
              PRETRAINED[m].licence if m in PRETRAINED else "",
-             f"{e.get('kind', '')}: {Path(e.get('path', '')).name}", e.get("dtype", ""),
+             f"{e.get('kind', '')}: {Path(e.get('file') or e.get('path', '')).name}", e.get("dtype", ""),
              ", ".join(e["used_by"])] for m, e in D["pretrained"].items()]))
     t.append(("Corpus", ["corpus", "content hash", "documents (train / validation / test)",
                          "tokens (train / validation / test)",

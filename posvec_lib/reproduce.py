@@ -23,10 +23,11 @@ from .status import (
 from .agreement import compare_results, agreement_lines
 
 # %% auto #0
-__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'HEARTBEAT_S', 'DROPPED_MIME', 'check_items', 'select', 'git_commit', 'heartbeat_s',
-           'last_line', 'heartbeat', 'corrected_left', 'progress_line', 'Progress', 'machine_paths', 'without_paths',
-           'clean_output', 'clean_executed', 'keep_executed', 'run_artifact', 'preflight', 'check_runnable',
-           'committed_result', 'agreement_with', 'BatchLocked', 'batch_lock', 'reproduce', 'list_artifacts']
+__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'HEARTBEAT_S', 'DROPPED_MIME', 'PROGRESS_BAR', 'check_items', 'select', 'git_commit',
+           'heartbeat_s', 'last_line', 'heartbeat', 'corrected_left', 'progress_line', 'Progress', 'machine_paths',
+           'without_paths', 'clean_output', 'clean_executed', 'keep_executed', 'run_artifact', 'preflight',
+           'check_runnable', 'committed_result', 'agreement_with', 'BatchLocked', 'batch_lock', 'reproduce',
+           'list_artifacts']
 
 # %% ../nbs/65_reproduce.ipynb #78f5e64a
 PAPER_ITEMS = (
@@ -251,8 +252,17 @@ def without_paths(x, paths: list):
     return x
 
 # %% ../nbs/65_reproduce.ipynb #9eb82d7f
-def clean_output(o: dict) -> dict:
-    "An output without the mime types in `DROPPED_MIME` (each figure is shown once, as a PNG)."
+# a progress bar's redraw ('54/54 [00:00<00:00, 18244.92it/s]'): its rates change from run to run
+PROGRESS_BAR = re.compile(r"\d+/\d+ \[[^\]]*(it/s|s/it)[^\]]*\]")
+
+def clean_output(o: dict) -> dict | None:
+    "An output without progress bars or `DROPPED_MIME` types (a figure is shown once, as a PNG)."
+    if o.get("output_type") == "stream":
+        # each line as a terminal shows it: its last redraw
+        shown = [l.split("\r")[-1] for l in "".join(o["text"]).split("\n")]
+        lines = [l + "\n" for l in shown[:-1]] + shown[-1:]
+        kept = [l for l in lines if l and not PROGRESS_BAR.search(l)]
+        return dict(o, text="".join(kept)) if kept else None
     if "data" not in o: return o
     return dict(o, data={k: v for k, v in o["data"].items() if k not in DROPPED_MIME})
 
@@ -261,7 +271,10 @@ def clean_executed(nb: dict, paths: list) -> dict:
     def cell(c):
         tags = c.get("metadata", {}).get("tags")
         c = dict(c, metadata={"tags": tags} if tags else {})
-        return dict(c, outputs=[clean_output(o) for o in c["outputs"]]) if "outputs" in c else c
+        # papermill gives its parameters cell a random id
+        if "injected-parameters" in (tags or []): c["id"] = "injected-parameters"
+        if "outputs" not in c: return c
+        return dict(c, outputs=[o for o in map(clean_output, c["outputs"]) if o is not None])
     cells = [cell(c) for c in nb["cells"]]
     meta = {k: v for k, v in nb.get("metadata", {}).items() if k in ("kernelspec", "language_info")}
     return without_paths(dict(nb, cells=cells, metadata=meta), paths)
