@@ -199,19 +199,22 @@ def _paired(rule: str, measured: dict, null: dict) -> tuple[bool | None, list]:
         per.append(p)
     return decide_all(per), demoted
 
+def _control_fails(rule: str, control: dict) -> bool:
+    "Does every unit of a negative control fail the rule, past its noise and measured (not NaN)?"
+    per = apply_rule(rule, control)[1].values()
+    return not _undefined(control) and all(v is False for v in per)
+
 def _by_model(rule: str, measured: dict, control: dict) -> tuple[bool | None, list]:
-    "Per unit, the trained verdict; a hold only where its own control (unit, else model) fails."
+    "Per unit, the trained verdict where its controls (the unit's, else its model's) all fail."
     model = lambda u: str(u).split("/")[0]
     groups = {}
     for u, m in _table(control).items(): groups.setdefault(model(u), {})[u] = m
-    every = apply_rule(rule, control)[0]
     per, blocked = [], []
     for u, m in _table(measured).items():
         p = apply_rule(rule, {u: m})[0]
-        ctl = ({u: control[u]} if u in control else groups.get(model(u)))
-        n = apply_rule(rule, ctl)[0] if ctl else every
-        meets = n is True or bool(ctl and _undefined(ctl))
-        if p is True and (meets or n is None): p = None; blocked.append(u)   # a fail stands
+        ctl = {u: control[u]} if u in control else groups.get(model(u), control)
+        # a control that did not fail as expected: not measurable, a fail included
+        if not _control_fails(rule, ctl): p = None; blocked.append(u)
         per.append(p)
     return decide_all(per), blocked
 
