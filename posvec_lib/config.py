@@ -246,11 +246,11 @@ class Profile:
              lambda v: len(v) > 0 and all(x >= 32 for x in v), int))
     # a pretrained sliding-window LLM measured per layer type (A_gemma; `tiny-gemma3`: a tiny
     # random stand-in); its windows of gemma_length tokens (cpu: 2W), gemma_samples of them (≥ 8:
-    # 8 parts), and its own untrained null's init seeds (cpu: 2, the 10-minute budget)
+    # 8 parts), and its own untrained null's init seeds (cpu: 5, as the zoo's null: 4 df)
     gemma_model: str = knob("gemma3-270m", _text())
     gemma_length: int = knob(1024, _int(16))
     gemma_samples: int = knob(16, _int(8))
-    gemma_null_seeds: int = knob(2, _int(2))
+    gemma_null_seeds: int = knob(5, _int(2))
 
     # not a knob: what a run read (zoo entries, fine-tunes, corpora, checkpoints), added by the
     # loaders this profile is passed to (`note_input`) and written to result.json by the runner
@@ -388,7 +388,7 @@ PROFILES: dict[str, Profile] = {
         extreme_target=64,
         pretrained_model="tiny-local", pretrained_length=32, pretrained_samples=4,
         pretrained_passkey_lengths=(160,),
-        gemma_model="tiny-gemma3", gemma_length=32, gemma_samples=8,
+        gemma_model="tiny-gemma3", gemma_length=32, gemma_samples=8, gemma_null_seeds=2,
         zoo=("nope", "rope", "window", "window_rope", "alibi", "window_small", "nope_new"),
         ablation_models=("nope_new", "window_rope"),
         # a recall window needs more than C=32 tokens; copy windows and the lr floors are exercised
