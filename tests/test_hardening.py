@@ -87,7 +87,11 @@ def complete(f: Path) -> bool:
 
 
 def result_files(d: Path) -> dict[str, Path]:
-    return {f.name: f for f in d.iterdir() if f.is_file() and not f.name.startswith(".") and f.name not in NOT_RESULTS}
+    "An artifact folder's result files: not its run records, not its executed notebook."
+    # the executed notebook is a transcript (wall times, the kernel's interleaving of stdout and stderr);
+    # the figures and tables it shows are compared here as files
+    return {f.name: f for f in d.iterdir() if f.is_file() and not f.name.startswith(".") and f.name not in NOT_RESULTS
+            and f.name != f"{d.name}.ipynb"}
 
 
 def volatile(art: str, res: dict) -> set[str]:
