@@ -85,9 +85,13 @@ def report_data(P: Profile) -> dict:
     # '+dirty' kept: it says the code was not committed
     commits = sorted({r["run"]["commit"] for r in rows if r["run"].get("commit")})
     results = [r["result"] for r in rows if r["result"]]
+    # a claim decided on a record not current with the code says so (`stale`)
+    old = {r["status"]["artifact"] for r in rows if r["status"]["status"] != "done"}
+    claims = claims_table(results)
+    claims["stale"] = [", ".join(a for a in s.split(", ") if a in old) for s in claims.artifacts]
     return dict(profile=P, knobs={k: knobs[k] for k in REPORT_KNOBS if k in knobs},
                 digest=P.digest(), listing=L, rows=rows,
-                claims=claims_table(results), unregistered=unregistered(results),
+                claims=claims, unregistered=unregistered(results),
                 counts=counts, findings=findings, zoo=zoo, finetuned=dict(sorted(tuned.items())),
                 pretrained=pre, corpora=corpora, commit=git_commit(), run_commits=commits,
                 walls=walls, total_wall=round(sum(w for w in walls.values() if w), 1),
@@ -129,6 +133,7 @@ def headline(D) -> dict:
     c = t[(t.n_checks > 0) & ~t.sanity]
     return dict({v: int((c.verdict == v).sum()) for v in VERDICTS}, checked=len(c),
                 registered=len(t), checks=int(c.n_checks.sum()),
+                stale=int((c["stale"] != "").sum()) if "stale" in c else 0,
                 by_construction=int(t.sanity.sum()),
                 extensions=int(t.n_extensions.sum()), unregistered=D["unregistered"])
 
@@ -139,6 +144,8 @@ def claims_note(k) -> str:
             "each counted once over its checks"
             + (f"; {k['by_construction']} true by construction (sanity checks, not counted)"
                if k.get("by_construction") else "")
+            + (f"; {k['stale']} decided on records not current with the code (marked †)"
+               if k.get("stale") else "")
             + (f"; {e} extension check{'s' if e != 1 else ''} "
                "(models the paper does not make the claim about) counted apart" if e else "")
             + (f"; {sum(u.values())} checks name no claim id (unregistered: {u['holds']} hold, "
@@ -427,10 +434,12 @@ def _registry_md(t) -> list[str]:
             "only when the same rule fails on its negative input (the untrained copy, a negative "
             "control or a permutation); *present* says whether the rule holds on the trained "
             "values at all, *learned* whether the trained value lies beyond the untrained null's "
-            "(a rule present but not learned is met at initialisation: a finding, not a fail).",
+            "(a rule present but not learned is met at initialisation: a finding, not a fail); "
+            "† marks a verdict that rests on a record not current with the code.",
             ""] + _md_table(
         REGISTRY_HEADER, [[r.id, r.paper, _short(r.sentence),
-                           f"**{r.verdict}**" + (f" (follows {r.follows})" if r.follows else ""),
+                           f"**{r.verdict}**" + (" †" if getattr(r, "stale", "") else "")
+                           + (f" (follows {r.follows})" if r.follows else ""),
                            f"{r.n_checks} ({r.n_holds} / {r.n_fails})", r.n_models,
                            f"{r.negative} ({r.n_negative_holds})", _present_learned(r), r.artifacts,
                            f"{r.n_extensions}: {r.extension_verdict}" if r.n_extensions else ""]
