@@ -10,8 +10,8 @@ from .evaluate import suffix_logits
 from .data import fixed_length_samples
 
 # %% auto #0
-__all__ = ['repetition_lengths', 'repetition_samples', 'repetition_control', 'repetition_accuracy', 'window_input_similarity',
-           'needle_similarity']
+__all__ = ['repetition_lengths', 'repetition_samples', 'repetition_control', 'repetition_hits', 'repetition_accuracy',
+           'window_input_similarity', 'needle_similarity']
 
 # %% ../nbs/47_probes.ipynb #86153a13
 def repetition_lengths(C: int, paper=(20, 50, 200), floors=(4, 8, 16)) -> tuple:
@@ -40,16 +40,20 @@ def repetition_control(ids: torch.Tensor, m: int = 4) -> torch.Tensor:
 
 # %% ../nbs/47_probes.ipynb #7abcdbee
 @torch.no_grad()
-def repetition_accuracy(model, ids: torch.Tensor, m: int = 4, batch_size: int = 8) -> float:
-    "Share of the last m tokens of each sequence predicted exactly (greedy, teacher-forced)."
+def repetition_hits(model, ids: torch.Tensor, m: int = 4, batch_size: int = 8) -> torch.Tensor:
+    "Per sequence [n], the share of its last m tokens predicted exactly (greedy, teacher-forced)."
     ids = as_token_batch(ids, "ids")
     dev, hits = next(model.parameters()).device, []
     for s in range(0, len(ids), batch_size):
         x = ids[s:s + batch_size].to(dev)
         # logits of the last m + 1 positions only
         pred = suffix_logits(model, x, m + 1)[:, :-1].argmax(-1)
-        hits.append((pred == x[:, -m:]).float().cpu())
-    return float(torch.cat(hits).mean())
+        hits.append((pred == x[:, -m:]).float().mean(-1).cpu())
+    return torch.cat(hits)
+
+def repetition_accuracy(model, ids: torch.Tensor, m: int = 4, batch_size: int = 8) -> float:
+    "Share of the last m tokens of the sequences predicted exactly (`repetition_hits`' mean)."
+    return float(repetition_hits(model, ids, m, batch_size).mean())
 
 # %% ../nbs/47_probes.ipynb #a3958dce
 @torch.no_grad()
