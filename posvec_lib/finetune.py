@@ -375,6 +375,8 @@ def _finetune_cli(a) -> int:
     confirm_cost(P, a.yes, [spec.name])
     path = finetune(P, spec, force=a.force, deepspeed=a.deepspeed)
     if rank() == 0: print(json.dumps(dict(path=str(path), world_size=world_size())), flush=True)
+    # gloo's threads outliving the interpreter abort a rank at exit ("terminate called ...")
+    if torch.distributed.is_initialized(): torch.distributed.destroy_process_group()
     return 0
 
 if __name__ == "__main__" and not in_notebook(): sys.exit(main())
