@@ -4,6 +4,7 @@
 
 # %% ../nbs/70_window_llm.ipynb #4a66520f
 from __future__ import annotations
+from contextlib import contextmanager
 from pathlib import Path
 import numpy as np
 import torch
@@ -22,9 +23,9 @@ from .pretrained import load_pretrained, model_docs, note_model_inputs, save_tin
 from .inspect_model import sink_table
 
 # %% auto #0
-__all__ = ['TINY_GEMMA3', 'TINY_LAYER_TYPES', 'tiny_gemma3', 'window_docs', 'load_window_llm', 'layer_kinds', 'kind_layers',
-           'window_prefix', 'sliding_window', 'vectors_and_nll', 'window_vectors', 'window_measures', 'attention_parts',
-           'sink_measures', 'head_name']
+__all__ = ['TINY_GEMMA3', 'TINY_LAYER_TYPES', 'FULL_WINDOW', 'tiny_gemma3', 'window_docs', 'load_window_llm', 'layer_kinds',
+           'kind_layers', 'window_prefix', 'sliding_window', 'vectors_and_nll', 'window_vectors', 'window_measures',
+           'unwindowed', 'attention_parts', 'sink_measures', 'head_name']
 
 # %% ../nbs/70_window_llm.ipynb #3b46751c
 TINY_GEMMA3 = "tiny-gemma3"
@@ -129,7 +130,8 @@ def window_vectors(model, samples: torch.Tensor, k: int = 8, tail: int | None = 
 def _prefix(pv: PositionalVectors, m: int) -> PositionalVectors:
     return PositionalVectors(pv.p[:m], pv.n_samples, pv.total_var[:m])
 
-def window_measures(v: dict, config, n_initial: int = 4, bos: bool = True) -> dict:
+def window_measures(v: dict, config, n_initial: int = 4, bos: bool = True,
+                    distinct: bool = True) -> dict:
     "Anchor ratio, distinct vectors, in-window share per layer (and type), tail PPL ratio: noise."
     long, short, k = v["long"], v["short"], len(v["long"])
     h, L, T = k // 2, long[0].p.shape[0], long[0].p.shape[1]
@@ -145,7 +147,7 @@ def window_measures(v: dict, config, n_initial: int = 4, bos: bool = True) -> di
     out |= dict(distinct=nan.copy(), distinct_noise=nan.copy(), growth=nan.copy(),
                 growth_noise=nan.copy(), uncensored=np.zeros(L),
                 distance=np.full((max(m, 1), T), np.nan), distinct_threshold=nan.copy())
-    if m:
+    if m and distinct:       # False: a model without its window has no reach bound to count in
         d = distinct_positions(_prefix(combine(*long), m), _prefix(combine(*short), m), s,
                                window=W)
         ck = np.stack([distinct_positions(_prefix(a, m), _prefix(b, m), s, window=W)["count"]
@@ -166,6 +168,22 @@ def window_measures(v: dict, config, n_initial: int = 4, bos: bool = True) -> di
     r, (lo, hi) = float((a.mean() - b.mean()).exp()), ppl_ratio_ci(a, b)
     return out | dict(ppl_ratio=r, ppl_noise=max(hi - r, r - lo), ppl_long=float(a.mean().exp()),
                       ppl_window=float(b.mean().exp()))
+
+# %% ../nbs/70_window_llm.ipynb #80ea09fc
+# a window no input reaches: every earlier key visible
+FULL_WINDOW = 2 ** 30
+
+@contextmanager
+def unwindowed(model):
+    "`model` with its sliding layers made full causal attention (RoPE kept), restored on exit."
+    cfg, W = model.config, sliding_window(model.config)
+    mods = [m for m in model.modules() if getattr(m, "sliding_window", None) == W]
+    cfg.sliding_window = FULL_WINDOW        # the masks are built from the config in each forward
+    for m in mods: m.sliding_window = None
+    try: yield model
+    finally:
+        cfg.sliding_window = W
+        for m in mods: m.sliding_window = W
 
 # %% ../nbs/70_window_llm.ipynb #3905280d
 @torch.no_grad()
