@@ -25,7 +25,9 @@ Measured 2026-12-04 on the zoo of the cold run (cpu, n = 256, layer 1; 8.5 s for
 import argparse, functools
 import numpy as np
 import torch
-from posvec_lib.config import get_profile, sample_seed, parse_sets
+from posvec_lib.config import get_profile
+from posvec_lib.device import sample_seed
+from posvec_lib.cmdline import parse_sets
 from posvec_lib.data import profile_data, fixed_length_samples
 from posvec_lib.train import load_zoo_model
 from posvec_lib.decompose import positional_vectors, anchor_ratio, combine

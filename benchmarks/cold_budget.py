@@ -12,7 +12,8 @@ not say), since machines of one kind differ. The tokenizer and the corpus's toke
 minute) are not counted.
 """
 import argparse, json, re
-from posvec_lib.config import get_profile, figures_dir, cache_dir
+from posvec_lib.config import get_profile
+from posvec_lib.paths import figures_dir, cache_dir
 
 # (label, pattern on the run name): the first that matches names a fine-tune's group
 GROUPS = [

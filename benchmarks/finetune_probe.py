@@ -15,7 +15,8 @@ validation PPL at C. One CSV row per (method, steps, length); a rerun replaces i
 import argparse, csv, math, time
 from pathlib import Path
 import torch
-from posvec_lib.config import get_profile, sample_seed
+from posvec_lib.config import get_profile
+from posvec_lib.device import sample_seed
 from posvec_lib.data import profile_data, fixed_length_samples
 from posvec_lib.train import load_zoo_model
 from posvec_lib.evaluate import token_nll

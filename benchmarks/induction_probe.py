@@ -23,7 +23,8 @@ import argparse, csv, math, tempfile, time
 from pathlib import Path
 import torch
 from transformers import Trainer, TrainerCallback
-from posvec_lib.config import get_profile, sample_seed
+from posvec_lib.config import get_profile
+from posvec_lib.device import sample_seed
 from posvec_lib.data import profile_data, fixed_length_samples
 from posvec_lib.train import build_model, training_args, induction_warmup
 from posvec_lib.evaluate import token_nll

@@ -14,7 +14,8 @@ a rerun replaces its own rows. `train_s` is the wall time of the run's training 
 import argparse, csv, platform, time
 from pathlib import Path
 import torch
-from posvec_lib.config import get_profile, sample_seed
+from posvec_lib.config import get_profile
+from posvec_lib.device import sample_seed
 from posvec_lib.data import profile_data, fixed_length_samples, long_documents
 from posvec_lib.train import load_zoo_model
 from posvec_lib.evaluate import token_nll

@@ -33,7 +33,7 @@ from posvec_lib.evaluate import token_nll
 from posvec_lib.variants import zoo_variants
 from posvec_lib.passkey import passkey_accuracy, passkey_rank
 from posvec_lib.retrieval import RecallWindows, recall_accuracy
-from posvec_lib.config import sample_seed
+from posvec_lib.device import sample_seed
 from posvec_lib.storage import entry_ok
 
 

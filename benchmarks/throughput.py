@@ -32,7 +32,9 @@ Measured on this 2-core AMD EPYC (AVX2, no AVX-512 BF16), benchmarks/throughput-
 import argparse, contextlib, csv, json, time
 from pathlib import Path
 import torch
-from posvec_lib.config import get_profile, cache_dir, parse_sets
+from posvec_lib.config import get_profile
+from posvec_lib.paths import cache_dir
+from posvec_lib.cmdline import parse_sets
 from posvec_lib.data import profile_data, fixed_length_samples
 from posvec_lib.train import build_model
 from posvec_lib.variants import zoo_variants

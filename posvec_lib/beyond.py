@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools, hashlib, json, math
 import numpy as np
 import torch
-from .config import cache_dir
+from .paths import cache_dir
 from .storage import atomic_write, load_sealed, seal
 from .stats import decide
 from .trace import active_extensions, as_token_batch

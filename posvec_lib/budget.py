@@ -7,7 +7,8 @@ from __future__ import annotations
 import re, sys, warnings
 from dataclasses import replace
 from pathlib import Path
-from .config import Profile, short, get_profile, PROFILES
+from .config import Profile, get_profile, PROFILES
+from .values import short
 from .device import GIB, memory_problem
 
 LOCAL_CORPORA = ("stdlib", "stdlib-tests")        # built by `data.load_corpus` from this Python

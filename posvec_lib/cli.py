@@ -5,8 +5,10 @@
 # %% ../nbs/72_cli.ipynb #97c5fa53
 from __future__ import annotations
 import argparse, json, sys
-from .config import (get_profile, require_clone, in_notebook,
-    add_profile_arguments, profile_from_args, run_command, Once)
+from .config import get_profile
+from .paths import require_clone
+from posvec_lib.cmdline import (in_notebook, add_profile_arguments, profile_from_args, run_command,
+    Once)
 from .storage import DiskError
 from .reproduce import (
     PAPER_ITEMS, BatchLocked, reproduce, list_artifacts, agreement_with)

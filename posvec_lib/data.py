@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 import torch
 from datasets import Dataset, DatasetDict, load_dataset, concatenate_datasets
-from .config import Profile, get_profile, cache_dir, is_offline
+from .config import Profile, get_profile
+from .paths import cache_dir
+from .cmdline import is_offline
 from .storage import atomic_write, write_json, load_sealed, seal
 from .device import memory_problem
 
@@ -329,7 +331,7 @@ def second_corpus_docs(profile: Profile, tokenizer) -> TokenizedDocs:
 def paper_numbers(name: str):
     "The papers' reported numbers in `data/papers/<name>.csv` of the clone, as a DataFrame."
     import pandas as pd
-    from posvec_lib.config import require_clone
+    from posvec_lib.paths import require_clone
     d = require_clone("paper_numbers") / "data" / "papers"
     f = d / f"{name}.csv"
     if not f.is_file():

@@ -7,7 +7,8 @@ from __future__ import annotations
 import ast, hashlib, json, re
 from dataclasses import dataclass
 from pathlib import Path
-from .config import Profile, project_root
+from .config import Profile
+from .paths import project_root
 
 # %% auto #0
 __all__ = ['RUNNER_MODULES', 'Artifact', 'experiments_dir', 'code_digest', 'library_hash', 'module_closure', 'notebook_modules',

@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse, json, os, sys
 from pathlib import Path
 import torch
-from .config import in_notebook, project_root, run_command
+from .cmdline import in_notebook, run_command
+from .paths import project_root
 from .storage import atomic_write
 from .trace import as_token_batch
 from .decompose import PositionalVectors, positional_vectors

@@ -12,8 +12,9 @@ import pandas as pd
 import torch
 from transformers import LlamaForCausalLM, Trainer, TrainerCallback
 from transformers.trainer_callback import PrinterCallback
-from .config import (Profile, get_profile, cache_dir, in_notebook, note_input,
-    add_profile_arguments, profile_from_args, run_command)
+from .config import Profile, get_profile, note_input
+from .paths import cache_dir
+from .cmdline import in_notebook, add_profile_arguments, profile_from_args, run_command
 from .storage import write_json, remove_cache_entry, entry_ok, seal, disk_errors
 from .device import seed_everything, resolve_device, oom_hint, world_size, rank
 from .data import TokenizedDocs, profile_data, long_documents

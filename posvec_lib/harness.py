@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib, json
 from pathlib import Path
 import numpy as np, pandas as pd
-from .config import cache_dir
+from .paths import cache_dir
 from .storage import atomic_write
 
 # %% auto #0

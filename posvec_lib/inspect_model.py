@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 from .storage import atomic_write, write_json, disk_errors, strict_json
 from .device import memory_problem
-from .config import short
+from .values import short
 from .record import to_markdown
 from .trace import (decoder_layers, attention_masks, layer_windows, check_measures,
                               measure_refusal, position_kind, as_token_batch)

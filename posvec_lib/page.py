@@ -7,7 +7,8 @@ from __future__ import annotations
 import html
 from pathlib import Path
 from .record import confined
-from .config import Profile, get_profile, figures_dir
+from .config import Profile, get_profile
+from .paths import figures_dir
 from .storage import atomic_write
 from .report import (
     CLAIM_HEADER, report_data, write_report, claim_rows, headline, claims_note, summary_lines,

@@ -6,7 +6,8 @@
 from __future__ import annotations
 import csv, json, re, time
 from pathlib import Path
-from .config import Profile, get_profile, project_root
+from .config import Profile, get_profile
+from .paths import project_root
 from .budget import llama_parameters, memory_rows
 from .device import GIB
 from .status import finetune_runs

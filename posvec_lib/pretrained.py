@@ -9,12 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
 import torch
-from .config import cache_dir, is_offline, sample_seed, get_profile, note_input
+from .config import get_profile, note_input
+from .paths import cache_dir
+from .cmdline import is_offline
 from .storage import seal, seal_check, entry_ok
 from .variants import ATTENTION_KINDS, LLAMA_FAMILY, Variant, apply_variant
 from .trace import ADAPTERS
 from .data import TokenizedDocs, load_corpus, tokenize_split, get_tokenizer, fixed_length_samples
-from .device import seed_everything, torch_dtype
+from .device import sample_seed, seed_everything, torch_dtype
 
 # %% auto #0
 __all__ = ['PRETRAINED', 'PretrainedModel', 'registry_table', 'package_file', 'assembled_file', 'model_source', 'check_gguf',

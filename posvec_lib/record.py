@@ -6,7 +6,9 @@
 from __future__ import annotations
 import io, json, os, shutil, time
 from pathlib import Path
-from .config import Profile, figures_dir, get_profile, in_notebook
+from .config import Profile, get_profile
+from .paths import figures_dir
+from .cmdline import in_notebook
 from .device import seed_everything
 from .storage import (disk_errors, atomic_write, write_json,
     staging_dir, swap_in, restore_interrupted, md_cell)

@@ -8,7 +8,8 @@ import json, math, os, re, time
 from pathlib import Path
 from .record import read_result, read_run, confined
 from .claims import PAPERS, claims_table, unregistered, load_claims
-from .config import Profile, get_profile, figures_dir, project_root, ZOO_VARIANTS
+from .config import Profile, get_profile, ZOO_VARIANTS
+from .paths import figures_dir, project_root
 from .storage import write_json, atomic_write, disk_errors, jsonable, md_cell
 from .stats import VERDICTS, is_nan
 from .reproduce import ARTIFACTS, PAPER_ITEMS, list_artifacts, git_commit

@@ -8,9 +8,9 @@ import argparse, contextlib, errno, fcntl, importlib.util, json, logging, os, \
     re, shutil, subprocess, sys, threading, time, traceback
 from dataclasses import asdict
 from pathlib import Path
-from .config import (PROFILES, Profile, get_profile, project_root, figures_dir,
-    knob_names, in_notebook, ZOO_VARIANTS, KNOBS,
-    parse_knob, parse_sets, is_offline, require_clone)
+from .config import PROFILES, Profile, get_profile, knob_names, ZOO_VARIANTS, KNOBS
+from .paths import project_root, figures_dir, require_clone
+from .cmdline import in_notebook, parse_knob, parse_sets, is_offline
 from .storage import (write_json, atomic_write, restore_interrupted, jsonable,
     staging_dir, swap_in, writable, DiskError, disk_errors)
 from .stats import VERDICTS

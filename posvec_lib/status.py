@@ -6,7 +6,8 @@
 from __future__ import annotations
 import re, time
 from pathlib import Path
-from .config import Profile, project_root, figures_dir
+from .config import Profile
+from .paths import project_root, figures_dir
 from .record import read_record, read_result, read_run, type_problem
 from .budget import training_seconds
 from .digest import Artifact, inputs_hash

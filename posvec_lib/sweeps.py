@@ -10,7 +10,9 @@ import numpy as np, pandas as pd
 from scipy import stats
 from tqdm.auto import tqdm
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
-from .config import Profile, cache_dir, sample_seed
+from .config import Profile
+from .paths import cache_dir
+from .device import sample_seed
 from .storage import write_json
 from .stats import decide, decide_all, decide_accuracy, verdict_name
 from .data import long_documents, second_corpus_docs, profile_data, fixed_length_samples

@@ -10,10 +10,12 @@ import numpy as np
 import pandas as pd
 import torch
 from transformers import LlamaForCausalLM, Trainer, TrainingArguments, TrainerCallback
-from .config import (Profile, get_profile, cache_dir, ZOO_VARIANTS, in_notebook, note_input,
-    sample_seed, add_profile_arguments, profile_from_args, run_command)
+from .config import Profile, get_profile, ZOO_VARIANTS, note_input
+from .paths import cache_dir
+from .cmdline import in_notebook, add_profile_arguments, profile_from_args, run_command
 from .storage import write_json, remove_cache_entry, entry_ok, seal, disk_errors
-from .device import seed_everything, resolve_device, torch_dtype, oom_hint, world_size, rank
+from posvec_lib.device import (sample_seed, seed_everything, resolve_device, torch_dtype, oom_hint,
+    world_size, rank)
 from .data import profile_data, RandomWindows, fixed_length_samples
 from .variants import Variant, zoo_variants, zoo_recipe, model_config, set_attention
 from .evaluate import token_nll

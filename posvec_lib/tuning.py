@@ -7,7 +7,9 @@ from __future__ import annotations
 import hashlib, itertools, json
 import pandas as pd
 import torch
-from .config import Profile, SAMPLE_SEEDS, cache_dir
+from .config import Profile
+from .device import SAMPLE_SEEDS
+from .paths import cache_dir
 from .storage import write_json, load_sealed, seal
 from .stats import decide, decide_all, as_verdict
 from .trace import active_extensions, decoder_layers, as_token_batch

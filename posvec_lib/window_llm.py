@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 import numpy as np
 import torch
-from .config import cache_dir
+from .paths import cache_dir
 from .storage import entry_ok
 from .trace import (layer_windows, attention_masks, hooks, decoder_layers,
                               as_token_batch, check_batch_size)

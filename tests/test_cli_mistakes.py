@@ -59,7 +59,7 @@ def test_argparse_mistakes_exit_2(capsys):
 
 
 def test_oserror_from_a_path_is_one_line(capsys):
-    from posvec_lib.config import run_command
+    from posvec_lib.cmdline import run_command
     rc = run_command("posvec", lambda: open(LONG))
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "File name too long" in err

@@ -4,7 +4,8 @@ import os, subprocess, sys
 import pytest
 import torch
 
-from posvec_lib.config import get_profile, project_root
+from posvec_lib.config import get_profile
+from posvec_lib.paths import project_root
 from posvec_lib.data import profile_data, fixed_length_samples
 from posvec_lib.train import train_zoo_model, load_zoo_model
 from posvec_lib.decompose import positional_vectors

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from posvec_lib.config import get_profile, project_root
+from posvec_lib.config import get_profile
+from posvec_lib.paths import project_root
 from posvec_lib.data import profile_data
 from posvec_lib.train import train_zoo_model, load_zoo_model
 from posvec_lib.evaluate import token_nll, streaming_nll

@@ -309,7 +309,7 @@ def test_half_written_finetune_entry_is_retrained(cache_home, monkeypatch):
 
 def test_half_written_tokenizer_is_ignored(cache_home, monkeypatch):
     monkeypatch.setenv("POSVEC_HOME", str(cache_home))
-    from posvec_lib.config import cache_dir
+    from posvec_lib.paths import cache_dir
     from posvec_lib.data import load_corpus, train_bpe
     c = load_corpus("stdlib", max_files=20)
     t = train_bpe(c, 300)

@@ -27,7 +27,7 @@ LOWEST_TESTED = {"torch": "2.13.0", "transformers": "5.24.0", "tokenizers": "0.2
                  "pandas": "2.2.3", "matplotlib": "3.9.4", "seaborn": "0.13.2", "tqdm": "4.66.5", "gguf": "0.17.1",
                  "jinja2": "3.1.6", "markupsafe": "3.0.4"}   # the HTML report's (torch brings both anyway)
 # Imports that need no declaration: guarded by `except ImportError` and only asked about.
-OPTIONAL = {"IPython": "config.in_notebook: whether this runs in a kernel; ImportError means no"}
+OPTIONAL = {"IPython": "cmdline.in_notebook: whether this runs in a kernel; ImportError means no"}
 
 def _settings(root):
     cfg = configparser.ConfigParser(delimiters=["="]); cfg.read(root / "settings.ini")

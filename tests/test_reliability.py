@@ -65,7 +65,7 @@ def test_bad_input_refused_before_anything_runs(home, venv_bin, args, needle):
 
 
 def test_all_bad_values_named_at_once():
-    from posvec_lib.config import parse_sets as _parse_sets
+    from posvec_lib.cmdline import parse_sets as _parse_sets
     with pytest.raises(ValueError) as e: _parse_sets(["C=abc", "n_samples=0", "seed=1"])
     assert "knob C='abc'" in str(e.value) and "knob n_samples=0" in str(e.value)
     assert _parse_sets(["zoo=nope", "pretrained=rope=/x", "ext_factors=2,4"]) == dict(zoo=("nope",), pretrained=("rope=/x",),
@@ -297,7 +297,7 @@ def test_wall_clock_checks_not_counted(tmp_path, monkeypatch):
     from posvec_lib.reproduce import ARTIFACTS
     from posvec_lib.digest import inputs_hash
     from posvec_lib.report import report_data, summary_lines
-    from posvec_lib.config import figures_dir
+    from posvec_lib.paths import figures_dir
     from posvec_lib.storage import write_json
     monkeypatch.setenv("POSVEC_HOME", str(tmp_path)); (tmp_path / "nbs" / "experiments").mkdir(parents=True)
     for a in ARTIFACTS: (tmp_path / "nbs" / "experiments" / f"{a}.ipynb").write_text("{}")
