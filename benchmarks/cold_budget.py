@@ -17,6 +17,8 @@ from posvec_lib.paths import figures_dir, cache_dir
 
 # (label, pattern on the run name): the first that matches names a fine-tune's group
 GROUPS = [
+    ("B analysis rows: PoSE, Full-length at s1 C, documents only", r"-(pose|full-length)-docs-"),
+    ("B analysis row: PoSE at s1 C on equal tokens", r"-pose-.*-\d+steps"),
     ("B Table 6: Full-length Linear and NTK", r"full-length-(linear|ntk)-"),
     ("B positive control: Full-length YaRN at s1 C", r"full-length-yarn_pose-"),
     ("B Table 4: documents-only content runs (3 contents x seeds)", r"chunks2-(same-|zero-)?docs"),

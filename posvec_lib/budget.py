@@ -91,9 +91,10 @@ def zoo_tokens(P: Profile, zoo=None) -> int:
 
 def finetune_tokens(P: Profile, name: str) -> int:
     "Tokens one fine-tune named `name` trains on: Lt per example for Full-length, else Lc."
-    t = re.search(r"-(\d+)x(?:-seed\d+)?$", name)
+    t = re.search(r"-(\d+)x(?:-(\d+)steps)?(?:-seed\d+)?$", name)
     per = int(t.group(1)) * P.C if "-full-length-" in name and t else P.C
-    return P.pose_steps * P.pose_batch_size * per
+    steps = int(t.group(2)) if t and t.group(2) else P.pose_steps   # '-Nsteps': its own length
+    return steps * P.pose_batch_size * per
 
 def training_seconds(P: Profile, finetunes: int | list = 0, zoo=None) -> float:
     "Estimated seconds to train zoo entries `zoo` (default: all) and fine-tunes `finetunes`."

@@ -75,14 +75,16 @@ class FinetuneSpec:
 
     @property
     def name(self) -> str:
-        "A readable name: base-method[-options]-interpolation-s[-seedK]."
+        "A readable name: base-method[-options]-interpolation-s[-Nsteps][-seedK]."
         m = self.method
         if m == "chunks":
             m += f"{self.n_chunks}" + (f"-{self.content}" if self.content != "uniform" else "") + \
                  (f"-{self.offsets}" if self.offsets != "sequential" else "")
         if self.anchor != "start": m += f"-{self.anchor}"
         if not self.mixture: m += "-docs"
+        # steps in the name only when set: a run of another length is its own input of a record
         return (f"{self.base}-{m}-{self.interpolation}-{self.target}x"
+                + (f"-{self.steps}steps" if self.steps is not None else "")
                 + (f"-seed{self.seed}" if self.seed is not None else ""))
 
     def sampler_kwargs(self, C: int) -> dict:

@@ -51,10 +51,10 @@ def _in_hub_cache(name: str) -> bool:
 def _parse_run(name: str, zoo: tuple) -> dict | None:
     "'rope-full-length-linear-8x' -> base rope, method full-length, interpolation linear, target 8."
     base = max((z for z in zoo if name.startswith(z + "-")), key=len, default=None)
-    m = (re.fullmatch(r"(.+)-([a-z_]+)-(\d+)x(?:-seed(\d+))?", name[len(base) + 1:])
-         if base else None)
-    return (dict(base=base, method=m[1], interpolation=m[2], target=int(m[3]),
-                 seed=int(m[4]) if m[4] else None)
+    m = (re.fullmatch(r"(.+?)(-docs)?-([a-z_]+)-(\d+)x(?:-(\d+)steps)?(?:-seed(\d+))?",
+                      name[len(base) + 1:]) if base else None)
+    return (dict(base=base, method=m[1], interpolation=m[3], target=int(m[4]),
+                 seed=int(m[6]) if m[6] else None, steps=int(m[5]) if m[5] else None)
             if m else None)
 
 # %% ../nbs/68_plan.ipynb #d821c955
@@ -139,17 +139,20 @@ def profile_plan(P: Profile, recorded: str = "cpu", code_path: bool = False) -> 
                           what=f"{how}: {r['steps']} steps × {P.batch_size} × {P.C} tokens",
                           tokens=tok, seq=P.C, gpu_hours=h,
                           memory_gb=memory_gb(max(1, P.batch_size // g["gpus"]), P.C)))
-    runs = finetune_runs(get_profile(recorded))
+    R = get_profile(recorded)
+    runs = finetune_runs(R)
     for name, used in sorted(runs.items()):
         r = _parse_run(name, P.zoo)
         if r is None:
             train.append(dict(run=name, what="(run name not understood)", used_by=used))
             continue
         T = r["target"] * P.C if r["method"] == "full-length" else P.C
-        tok = P.pose_steps * P.pose_batch_size * T
+        # a run of its own length: the same multiple of P's pose_steps as recorded
+        steps = round(r["steps"] * P.pose_steps / R.pose_steps) if r["steps"] else P.pose_steps
+        tok = steps * P.pose_batch_size * T
         _, h = cost(tok, T)
         train.append(dict(run=name,
-                          what=f"fine-tune {P.pose_steps} steps × {P.pose_batch_size} × {T} "
+                          what=f"fine-tune {steps} steps × {P.pose_batch_size} × {T} "
                                f"tokens to Lt = {r['target'] * P.C}",
                           tokens=tok, seq=T, gpu_hours=h,
                           memory_gb=memory_gb(max(1, P.pose_batch_size // g["gpus"]), T),

@@ -23,11 +23,12 @@ from .passkey import passkey_accuracy_if_fits
 
 # %% auto #0
 __all__ = ['INTERP', 'INTERP_NAME', 'PAPER_INTERP_NAME', 'ORIGINAL', 'CONTROL_TARGETS', 'CONTROL_VERSION', 'CONTROL_MIN_TRIALS',
-           'ControlledRecord', 'logged_every', 'b_spec', 'table1_runs', 'chunk_runs', 'interpolation_runs', 'pi_only',
-           'load_run', 'passkey_runs', 'lens_runs', 'control_trials', 'control_verdict', 'positive_control', 'gated',
-           'control_values', 'control_gate', 'eval_set', 'eval_corpora', 'doubling_lengths', 'ppl_sweep', 'sweep_ratio',
-           'wide_ppl', 'growth_ratio', 'ratio_values', 'ppl_spread', 'PPLSetup', 'ppl_setup', 'seed_runs', 'pooled',
-           'seed_ratio', 'seed_spread', 'borrowed_seed_noise', 'seed_sweep', 'seed_table', 'plain_log_axes']
+           'ControlledRecord', 'logged_every', 'b_spec', 'table1_runs', 'chunk_runs', 'interpolation_runs',
+           'plain_runs', 'equal_token_runs', 'pi_only', 'load_run', 'passkey_runs', 'lens_runs', 'control_trials',
+           'control_verdict', 'positive_control', 'gated', 'control_values', 'control_gate', 'eval_set', 'eval_corpora',
+           'doubling_lengths', 'ppl_sweep', 'sweep_ratio', 'wide_ppl', 'growth_ratio', 'ratio_values', 'ppl_spread',
+           'PPLSetup', 'ppl_setup', 'seed_runs', 'pooled', 'seed_ratio', 'seed_spread', 'borrowed_seed_noise',
+           'seed_sweep', 'seed_table', 'plain_log_axes']
 
 # %% ../nbs/51_sweeps.ipynb #360a2922
 def logged_every(P: Profile) -> int:
@@ -76,6 +77,18 @@ def interpolation_runs(P: Profile) -> dict[str, FinetuneSpec]:
     "B Table 6's runs by label: Full-length and PoSE at s₁ with each interpolation (no PI-only)."
     return {f"{kind} {INTERP_NAME[how]}": b_spec(P, method, how) for how in INTERP
             for method, kind in (("full-length", "Full-length"), ("pose", "PoSE"))}
+
+# %% ../nbs/51_sweeps.ipynb #b43c7797
+def plain_runs(P: Profile) -> dict[str, FinetuneSpec]:
+    "PoSE-s₁C and Full-length-s₁C on documents only (the paper's data), by label: analysis rows."
+    s1 = P.pose_targets[0]
+    return {f"{kind}-{s1}C, documents only": b_spec(P, method, mixture=False)
+            for method, kind in (("pose", "PoSE"), ("full-length", "Full-length"))}
+
+def equal_token_runs(P: Profile) -> dict[str, FinetuneSpec]:
+    "PoSE-s₁C on as many tokens as Full-length-s₁C (s₁ × the steps), by label: an analysis row."
+    s1 = P.pose_targets[0]
+    return {f"PoSE-{s1}C, equal tokens": b_spec(P, "pose", steps=s1 * P.pose_steps)}
 
 # %% ../nbs/51_sweeps.ipynb #988112dd
 ORIGINAL = ("original",)            # the zoo's RoPE base as it is (direct extrapolation)
