@@ -11,14 +11,16 @@ from .config import ZOO_VARIANTS
 from .stats import VERDICTS, decide, decide_all, implies, verdict_name, is_nan
 
 # %% auto #0
-__all__ = ['CLAIM_COLUMNS', 'PAPERS', 'KINDS', 'NEGATIVES', 'RULE_OPS', 'PERMUTATION_LEVEL', 'registry_path', 'parse_rule',
-           'load_claims', 'claim', 'apply_rule', 'decide_claim', 'counted', 'claim_verdict', 'evidence', 'claims_table',
-           'unregistered']
+__all__ = ['CLAIM_COLUMNS', 'PAPERS', 'EXTENSION_PAPERS', 'KINDS', 'NEGATIVES', 'RULE_OPS', 'PERMUTATION_LEVEL', 'registry_path',
+           'parse_rule', 'load_claims', 'claim', 'apply_rule', 'decide_claim', 'counted', 'claim_verdict', 'evidence',
+           'claims_table', 'unregistered']
 
 # %% ../nbs/60_claims.ipynb #b1fa826b
 CLAIM_COLUMNS = ("id", "paper", "where", "sentence", "quantity", "comparison", "threshold",
                  "threshold_source", "models", "kind", "rule", "negative", "our_models", "follows")
 PAPERS = ("A", "B", "A-rebuttal", "B-rebuttal")
+# our extensions of a paper's claims to models it does not study: registered, counted apart
+EXTENSION_PAPERS = ("A-extension",)
 KINDS = ("structural", "method", "control")
 NEGATIVES = ("untrained", "control", "permutation", "sanity")
 
@@ -75,7 +77,8 @@ def _problem(df, path) -> str | None:
         empty = [c for c in CLAIM_COLUMNS if not r[c].strip()]
         if empty: return f"{at}: empty {empty}; every column is required"
         if r["id"] in seen: return f"{at}: the id {r['id']!r} is used twice; ids are unique"
-        if r["paper"] not in PAPERS: return f"{at}: paper {r['paper']!r} is not one of {PAPERS}"
+        if r["paper"] not in PAPERS + EXTENSION_PAPERS:
+            return f"{at}: paper {r['paper']!r} is not one of {PAPERS + EXTENSION_PAPERS}"
         if r["kind"] not in KINDS: return f"{at}: kind {r['kind']!r} is not one of {KINDS}"
         bad = _row_problem(r, ids)
         if bad: return f"{at}: {bad}"
@@ -281,11 +284,16 @@ def counted(row: dict) -> bool:
     "Does a check count for its claim (not an extension, a sanity or a wall-clock check)?"
     return not row.get("extension") and row.get("kind", "") not in ("sanity", "wall-clock")
 
-def claim_verdict(rows: list[dict]) -> str:
+def claim_verdict(rows: list[dict], rule: str | None = None) -> str:
     "One verdict (holds / fails / not measurable) for a claim from its checks' rows."
     decided = [r["verdict"] for r in rows if counted(r) and r["verdict"] != "not measurable"]
     if not decided: return "not measurable"
-    return "fails" if "fails" in decided else "holds"
+    if "fails" in decided: return "fails"
+    clauses = parse_rule(rule) if rule is not None else []
+    held = [set(r.get("quantities", ())) for r in rows if counted(r) and r["verdict"] == "holds"]
+    # each clause met by a holding check that measured its quantities
+    met = all(any({q for q, _, _ in c} <= h for h in held) for c in clauses)
+    return "holds" if len(clauses) < 2 or met else "not measurable"
 
 # %% ../nbs/60_claims.ipynb #e325f393
 def _models(c: dict, res: dict) -> list[str]:
@@ -295,6 +303,11 @@ def _models(c: dict, res: dict) -> list[str]:
     if isinstance(m, (list, tuple)): return [str(x) for x in m]
     inputs = res.get("inputs", {})
     return sorted({n for k in ("zoo", "pretrained") for n in inputs.get(k, {})})
+
+def _quantities(measured) -> list[str]:
+    "The quantities a check measured: {unit: {q: ...}}'s q, 'value' for {unit: (value, noise)}."
+    if not isinstance(measured, dict): return []
+    return sorted({q for m in measured.values() for q in (m if isinstance(m, dict) else ("value",))})
 
 def evidence(records) -> list[dict]:
     "Every check of the records as a row: artifact, id, claim, verdict, kind, models, negative."
@@ -307,7 +320,8 @@ def evidence(records) -> list[dict]:
             rows.append(dict(artifact=res.get("artifact", ""), id=c.get("id", ""), claim=c["claim"],
                              verdict=c["verdict"], kind=kind, extension=bool(c.get("extension")),
                              models=_models(c, res), null_verdict=v.get("null_verdict", ""),
-                             present=v.get("present", ""), learned=v.get("learned", "")))
+                             present=v.get("present", ""), learned=v.get("learned", ""),
+                             quantities=_quantities(v.get("measured"))))
     return rows
 
 # %% ../nbs/60_claims.ipynb #f281638d
@@ -331,12 +345,12 @@ def claims_table(records):
         n = {v: sum(r["verdict"] == v for r in own) for v in ("holds", "fails")}
         present = [dict(verdict=r["present"]) for r in own if r["present"]]
         out.append(dict(id=c["id"], paper=c["paper"], sentence=c["sentence"],
-                        verdict=claim_verdict(rows),
+                        verdict=claim_verdict(rows, c["rule"]),
                         n_checks=len(own), n_holds=n["holds"], n_fails=n["fails"],
                         n_models=len({m for r in own if r["verdict"] != "not measurable"
                                       for m in r["models"]}),
                         artifacts=", ".join(sorted({r["artifact"] for r in own})),
-                        n_extensions=len(ext), extension_verdict=claim_verdict(ext),
+                        n_extensions=len(ext), extension_verdict=claim_verdict(ext, c["rule"]),
                         kind=c["kind"], negative=c["negative"],
                         sanity=c["negative"] == "sanity",
                         n_negative_holds=sum(r["null_verdict"] == "holds" for r in own),

@@ -265,6 +265,8 @@ class Record:
                 raise ValueError(f"check {claim!r}: with measurements the registry row (id=) "
                                  "decides; pass no verdict and no threshold")
             d = self._decide(id, measured, negative, positive, missing)
+            # a failed gate's own reason names its control and what it missed
+            if positive is not True and "reason" in values: d.pop("reason", None)
             if sanity and not d.get("sanity"):
                 raise ValueError(f"check {claim!r}: claim {id} is not true by construction; "
                                  "it cannot be a sanity check")

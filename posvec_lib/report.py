@@ -7,7 +7,7 @@ from __future__ import annotations
 import json, math, os, re, time
 from pathlib import Path
 from .record import read_result, read_run, confined
-from .claims import PAPERS, claims_table, unregistered, load_claims
+from .claims import PAPERS, EXTENSION_PAPERS, claims_table, unregistered, load_claims
 from .config import Profile, get_profile, ZOO_VARIANTS
 from .paths import figures_dir, project_root
 from .storage import write_json, atomic_write, disk_errors, jsonable, md_cell
@@ -130,17 +130,19 @@ def _split3(d) -> str:
 # %% ../nbs/66_report.ipynb #f4bc728a
 def headline(D) -> dict:
     "The headline's counts: registered claims checked on the paper's models, by verdict."
-    t = D["claims"]
-    c = t[(t.n_checks > 0) & ~t.sanity]
+    t, ours = D["claims"], D["claims"][D["claims"].paper.isin(EXTENSION_PAPERS)]
+    t = t[t.paper.isin(PAPERS)]
+    c, o = t[(t.n_checks > 0) & ~t.sanity], ours[(ours.n_checks > 0) & ~ours.sanity]
     return dict({v: int((c.verdict == v).sum()) for v in VERDICTS}, checked=len(c),
                 registered=len(t), checks=int(c.n_checks.sum()),
+                ours={v: int((o.verdict == v).sum()) for v in VERDICTS},
                 stale=int((c["stale"] != "").sum()) if "stale" in c else 0,
                 by_construction=int(t.sanity.sum()),
                 extensions=int(t.n_extensions.sum()), unregistered=D["unregistered"])
 
 def claims_note(k) -> str:
     "What the headline's numbers count, and what they leave out."
-    u, e = k["unregistered"], k["extensions"]
+    u, e, o = k["unregistered"], k["extensions"], k.get("ours") or {}
     return (f"{k['checked']} of {k['registered']} registered claims checked, "
             "each counted once over its checks"
             + (f"; {k['by_construction']} true by construction (sanity checks, not counted)"
@@ -149,6 +151,9 @@ def claims_note(k) -> str:
                if k.get("stale") else "")
             + (f"; {e} extension check{'s' if e != 1 else ''} "
                "(models the paper does not make the claim about) counted apart" if e else "")
+            + (f"; {sum(o.values())} claims of our own extensions (registry paper "
+               f"{', '.join(EXTENSION_PAPERS)}) counted apart: {o['holds']} hold, {o['fails']} "
+               f"fail, {o['not measurable']} not measurable" if sum(o.values()) else "")
             + (f"; {sum(u.values())} checks name no claim id (unregistered: {u['holds']} hold, "
                f"{u['fails']} fail, {u['not measurable']} not measurable)"
                if sum(u.values()) else ""))
@@ -368,7 +373,7 @@ COUNT_COLUMNS = (*VERDICTS, "by construction", "not checked", "checks", "on 2+ m
 def paper_counts(D: dict) -> dict:
     "Registered claims by paper: by verdict, unchecked, checks, on 2+ models, extensions."
     t, out = D["claims"], {}
-    for p in PAPERS:
+    for p in PAPERS + EXTENSION_PAPERS:
         s, n_sanity = t[(t.paper == p) & ~t.sanity], int(t[t.paper == p].sanity.sum())
         c = s[s.n_checks > 0]
         out[p] = dict({v: int((c.verdict == v).sum()) for v in VERDICTS}, **{
@@ -384,8 +389,10 @@ def results_table(profile: str = "cpu") -> str:
     D = report_data(P)
     c = paper_counts(D)
     u = D["unregistered"]
-    rows = [[p, *[str(n[k]) for k in COUNT_COLUMNS]] for p, n in c.items()]
-    rows.append(["all", *[str(sum(n[k] for n in c.values())) for k in COUNT_COLUMNS]])
+    rows = [[p, *[str(c[p][k]) for k in COUNT_COLUMNS]] for p in PAPERS]
+    rows.append(["all", *[str(sum(c[p][k] for p in PAPERS)) for k in COUNT_COLUMNS]])
+    rows += [[f"{p} (ours, apart)", *[str(c[p][k]) for k in COUNT_COLUMNS]]
+             for p in EXTENSION_PAPERS if c[p]["checks"] or c[p]["not checked"]]
     if sum(u.values()):
         rows.append(["unregistered checks", *[str(u[v]) for v in VERDICTS], "",
                      str(sum(u.values())), "", ""])
@@ -395,8 +402,9 @@ def results_table(profile: str = "cpu") -> str:
     return "\n".join(_md_table(["paper", *COUNT_COLUMNS], rows) + ["", "Claims of the registry "
                      "[data/claims.csv](data/claims.csv), each counted once however many checks "
                      "and models test it (a claim fails when a check on the paper's models fails); "
-                     "extension checks (other models) and checks that name no claim id "
-                     "(unregistered) are counted apart. "
+                     "extension checks (other models), checks that name no claim id "
+                     "(unregistered) and the claims of our own extensions (their row, "
+                     "\"ours, apart\") are counted apart. "
                      f"From `figures/{P.results_name}/*/result.json`; "
                      f"{note}; every check with its values: "
                      f"[REPORT.md](figures/{P.results_name}/REPORT.md)."])
