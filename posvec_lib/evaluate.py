@@ -199,8 +199,8 @@ def truncate_ppl(model, docs: list, L: int, bos_id: int, batch_size: int = 4) ->
     return dict(ppl=float(nll.mean().exp()), nll=float(nll.sum()), tokens=nll.numel())
 
 # %% ../nbs/23_evaluate.ipynb #c40e4f6f
-def ppl_ratio_docs(a: dict, b: dict, reps: int = 1000, seed: int = 0, level: float = 0.95) -> dict:
-    "PPL(a)/PPL(b) of two results on the same documents, with a bootstrap interval and `noise`."
+def ppl_ratio_docs(a: dict, b: dict, level: float = 0.95) -> dict:
+    "PPL(a)/PPL(b) of two results on the same documents, with a paired t interval and `noise`."
     for r, n in ((a, "a"), (b, "b")):
         if "doc_nll" not in r:
             raise ValueError(f"result {n} has no per-document NLL (doc_nll); "
@@ -210,11 +210,14 @@ def ppl_ratio_docs(a: dict, b: dict, reps: int = 1000, seed: int = 0, level: flo
     if not (len(na) == len(nb_) and np.array_equal(ta, tb)):
         raise ValueError(f"the two results must score the same documents and tokens; "
                          f"got {len(na)} vs {len(nb_)} documents")
-    ratio = math.exp(na.sum() / ta.sum() - nb_.sum() / tb.sum())
-    idx = np.random.default_rng(seed).integers(0, len(na), size=(reps, len(na)))
-    r = np.exp(na[idx].sum(1) / ta[idx].sum(1) - nb_[idx].sum(1) / tb[idx].sum(1))
-    lo, hi = (float(x) for x in np.quantile(r, [(1 - level) / 2, (1 + level) / 2]))
-    return dict(ratio=ratio, lo=lo, hi=hi, noise=max(hi - ratio, ratio - lo), documents=len(na))
+    from scipy import stats
+    n, T, d = len(na), ta.sum(), na - nb_                  # d: each document's NLL difference
+    log_r = d.sum() / T
+    se = math.sqrt(n / (n - 1) * ((d - log_r * ta) ** 2).sum()) / T if n > 1 else math.nan
+    h = stats.t.ppf((1 + level) / 2, n - 1) * se if n > 1 else math.nan
+    ratio, lo, hi = math.exp(log_r), math.exp(log_r - h), math.exp(log_r + h)
+    return dict(ratio=ratio, lo=lo, hi=hi, noise=max(hi - ratio, ratio - lo), documents=n,
+                df=n - 1)
 
 # %% ../nbs/23_evaluate.ipynb #942a590d
 def doc_ppl_result(ppl_by_doc: list, k: int) -> dict:
