@@ -36,14 +36,20 @@ def _noise_of(values: dict, key: str):
     return None
 
 # %% ../nbs/62_agreement.ipynb #2a1f0713
+def _counted_as(c: dict) -> str:
+    "A check's verdict with how it counts: its claim id, extension or sanity."
+    how = [x for x in (c.get("id"), "extension" if c.get("extension") else "", c.get("kind"))
+           if x]
+    return c["verdict"] + (f" ({', '.join(how)})" if how else "")
+
 def compare_results(ref: dict, new: dict, top: int = 3) -> dict:
     "How a new result agrees with a reference one: 'identical', 'within noise' or 'different'."
     vol = {v[len("claim: "):] for v in ref.get("volatile", []) + new.get("volatile", [])
            if v.startswith("claim: ")}
     rc = {c["claim"]: c for c in ref.get("claims", []) if c["claim"] not in vol}
     nc = {c["claim"]: c for c in new.get("claims", []) if c["claim"] not in vol}
-    changed = [dict(claim=k, ref=rc[k]["verdict"], new=nc[k]["verdict"])
-               for k in rc if k in nc and rc[k]["verdict"] != nc[k]["verdict"]]
+    changed = [dict(claim=k, ref=_counted_as(rc[k]), new=_counted_as(nc[k]))
+               for k in rc if k in nc and _counted_as(rc[k]) != _counted_as(nc[k])]
     # claims one side has and the other does not
     only = sorted(set(rc) ^ set(nc))
     diffs, beyond = [], 0

@@ -19,15 +19,15 @@ from .budget import LOCAL_CORPORA, llama_parameters, feasibility, confirm_cost, 
 from .digest import Artifact, experiments_dir, inputs_hash
 from .status import (
     failure_path, computed_path, status, batch_plan, batch_estimate, print_batch_plan, eta_text,
-    finetune_runs, cache_has)
+    finetune_runs, cache_has, trained_during)
 from .agreement import compare_results, agreement_lines
 
 # %% auto #0
-__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'HEARTBEAT_S', 'DROPPED_MIME', 'PROGRESS_BAR', 'check_items', 'select', 'git_commit',
-           'heartbeat_s', 'last_line', 'heartbeat', 'corrected_left', 'progress_line', 'Progress', 'machine_paths',
-           'without_paths', 'clean_output', 'clean_executed', 'keep_executed', 'run_artifact', 'preflight',
-           'check_runnable', 'committed_result', 'agreement_with', 'BatchLocked', 'batch_lock', 'reproduce',
-           'list_artifacts']
+__all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'HEARTBEAT_S', 'MAX_CORRECTION', 'DROPPED_MIME', 'PROGRESS_BAR', 'check_items', 'select',
+           'git_commit', 'heartbeat_s', 'last_line', 'heartbeat', 'corrected_left', 'progress_line', 'Progress',
+           'machine_paths', 'without_paths', 'clean_output', 'clean_executed', 'keep_executed', 'run_artifact',
+           'preflight', 'check_runnable', 'committed_result', 'agreement_with', 'BatchLocked', 'batch_lock',
+           'reproduce', 'list_artifacts']
 
 # %% ../nbs/65_reproduce.ipynb #78f5e64a
 PAPER_ITEMS = (
@@ -175,10 +175,13 @@ def heartbeat(beat, every: float):
         th.join()
 
 # %% ../nbs/65_reproduce.ipynb #7c72f3bb
+MAX_CORRECTION = 2.0   # the most the finished artifacts rescale the estimates still ahead
+
 def corrected_left(estimate_s: float, elapsed_s: float, later_s: float, measured_s: float = 0.0,
                    estimated_s: float = 0.0) -> tuple[float, float]:
     "(artifact, batch) seconds left: estimates × measured/estimated of the artifacts done so far."
     r = measured_s / estimated_s if measured_s > 0 and estimated_s > 0 else 1.0
+    r = min(max(r, 1 / MAX_CORRECTION), MAX_CORRECTION)
     art = max(0.0, r * estimate_s - elapsed_s)
     return art, art + r * later_s
 
@@ -342,6 +345,8 @@ def run_artifact(art: Artifact, profile: Profile, overrides: dict | None = None,
                                         stage / f"{art.name}.ipynb").name
         timings, _ = read_record(stage / "timing.json")
         if timings is not None: rec["timings"] = timings
+        # the training this run did (its evaluation is the rest: status.evaluation_from)
+        rec["training_s"] = round(sum(trained_during(profile, res, t0, time.time()).values()), 1)
         rec.update(status="ok")
     except Exception as e:
         nb_out = out_dir / f"{art.name}.ipynb"

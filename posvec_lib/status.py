@@ -14,7 +14,8 @@ from .digest import Artifact, inputs_hash
 
 # %% auto #0
 __all__ = ['BATCH_GAP_S', 'failure_path', 'computed_path', 'status', 'batch_plan', 'cache_has', 'cache_gaps', 'finetune_runs',
-           'evaluation_from', 'recorded_runs', 'evaluation_seconds', 'batch_estimate', 'eta_text', 'print_batch_plan']
+           'evaluation_from', 'recorded_runs', 'trained_during', 'evaluation_seconds', 'batch_estimate', 'eta_text',
+           'print_batch_plan']
 
 # %% ../nbs/64_status.ipynb #814cf3f5
 def failure_path(art: Artifact, profile: Profile) -> Path:
@@ -147,6 +148,7 @@ def evaluation_from(runs: list[dict], cost) -> dict:
                for k in ("zoo", "finetuned")}
         seen |= {(k, n) for k, ns in r["reads"].items() for n in ns}
         trained = cost(new["zoo"], new["finetuned"]) if new["zoo"] or new["finetuned"] else 0.0
+        if r.get("training_s") is not None: trained = r["training_s"]   # recorded by the run
         out[r["artifact"]] = r["wall"] - trained if r["wall"] > trained else r["wall"]
         end = max(end or 0.0, r["finished"])
     return out
@@ -165,7 +167,19 @@ def recorded_runs(P: Profile) -> list[dict]:
         reads = dict(zoo=[n for n, z in inputs.get("zoo", {}).items() if "cache" in z],
                      finetuned=list(inputs.get("finetuned", {})))
         out.append(dict(artifact=f.parent.name, started=t0, finished=t1,
-                        wall=float(run["wall_time_s"]), reads=reads))
+                        wall=float(run["wall_time_s"]), reads=reads,
+                        training_s=run.get("training_s")))
+    return out
+
+def trained_during(P: Profile, res: dict, t0: float, t1: float,
+                   cache: Path | None = None) -> dict:
+    "Wall seconds of the zoo and fine-tune entries `res` names whose manifests date from [t0, t1]."
+    out, cache = {}, cache or project_root() / "data" / "cache"
+    for kind, key in (("zoo", "zoo"), ("finetune", "finetuned")):
+        for name, v in res.get("inputs", {}).get(key, {}).items():
+            m = cache / kind / P.name / str(v.get("cache", "")) / "manifest.json"
+            if v.get("cache") and m.is_file() and t0 <= m.stat().st_mtime <= t1:
+                out[name] = float((read_record(m)[0] or {}).get("wall_time_s") or 0.0)
     return out
 
 def evaluation_seconds(P: Profile) -> dict:
