@@ -26,9 +26,9 @@ __all__ = ['INTERP', 'INTERP_NAME', 'PAPER_INTERP_NAME', 'ORIGINAL', 'CONTROL_TA
            'ControlledRecord', 'logged_every', 'b_spec', 'table1_runs', 'chunk_runs', 'interpolation_runs',
            'plain_runs', 'equal_token_runs', 'pi_only', 'load_run', 'passkey_runs', 'lens_runs', 'control_trials',
            'control_verdict', 'positive_control', 'gated', 'control_values', 'control_gate', 'eval_set', 'eval_corpora',
-           'doubling_lengths', 'ppl_sweep', 'sweep_ratio', 'wide_ppl', 'growth_ratio', 'ratio_values', 'ppl_spread',
-           'PPLSetup', 'ppl_setup', 'seed_runs', 'pooled', 'seed_ratio', 'seed_spread', 'borrowed_seed_noise',
-           'seed_sweep', 'seed_table', 'plain_log_axes']
+           'doubling_lengths', 'ppl_sweep', 'sweep_ratio', 'wide_ppl', 'growth_ratio', 'ratio_values', 'pair_level',
+           'ppl_spread', 'PPLSetup', 'ppl_setup', 'seed_runs', 'pooled', 'seed_ratio', 'seed_spread', 'growth_pair',
+           'seed_growth_ratio', 'borrowed_seed_noise', 'seed_sweep', 'seed_table', 'plain_log_axes']
 
 # %% ../nbs/51_sweeps.ipynb #360a2922
 def logged_every(P: Profile) -> int:
@@ -266,12 +266,20 @@ def ratio_values(name: str, r: dict, digits: int = 4) -> dict:
             f"{name}_noise": round(r["noise"], digits)}
 
 # %% ../nbs/51_sweeps.ipynb #65ba9366
-def ppl_spread(results: dict, labels: list[str], corpus: str, L: int) -> dict:
+def pair_level(k: int, level: float = 0.95) -> float:
+    "Each pair's level so that all k(k − 1)/2 pairwise intervals hold together at `level`."
+    if not (isinstance(k, int) and k >= 2): raise ValueError(f"k={k!r}: allowed an int ≥ 2")
+    return 1 - (1 - level) / (k * (k - 1) // 2)
+
+def ppl_spread(results: dict, labels: list[str], corpus: str, L: int, level: float = 0.95) -> dict:
     "How far apart the PPLs of `labels` are at window L on one corpus: highest / lowest − 1, noise."
     by = sorted(labels, key=lambda m: results[(m, corpus, L)]["ppl"])
-    r = ppl_ratio_docs(results[(by[-1], corpus, L)], results[(by[0], corpus, L)])
-    return dict(spread=round(r["ratio"] - 1, 4), noise=round(r["noise"], 4), highest=by[-1],
-                lowest=by[0])
+    lv = pair_level(len(by), level)
+    rs = [ppl_ratio_docs(results[(hi, corpus, L)], results[(lo, corpus, L)], lv)
+          for i, lo in enumerate(by) for hi in by[i + 1:]]
+    return dict(spread=round(rs[len(by) - 2]["ratio"] - 1, 4),
+                noise=round(max(r["noise"] for r in rs), 4), highest=by[-1], lowest=by[0],
+                pairs=len(rs), pair_level=round(lv, 4))
 
 # %% ../nbs/51_sweeps.ipynb #e0f8a216
 @dataclass(frozen=True)
@@ -323,14 +331,13 @@ def pooled(results: list[dict]) -> dict:
     return dict(ppl=math.exp(nll.sum() / tok.sum()), nll=float(nll.sum()), tokens=int(tok.sum()),
                 doc_nll=nll.tolist(), doc_tokens=tok.tolist(), runs=len(results))
 
-def seed_ratio(a: list[dict], b: list[dict], level: float = 0.95, reps: int = 1000,
-               seed: int = 0) -> dict:
+def seed_ratio(a: list[dict], b: list[dict], level: float = 0.95) -> dict:
     "PPL(a)/PPL(b) of runs replicated over fine-tune seeds; its noise over documents and seeds."
     if not a or not b:
         raise ValueError(f"seed_ratio needs ≥ 1 result for a and for b; got {len(a)} and {len(b)}")
     # equal token counts, the same ratio
     ka, kb = (1, 1) if len(a) == len(b) else (len(b), len(a))
-    d = ppl_ratio_docs(pooled(a * ka), pooled(b * kb), reps, seed, level)
+    d = ppl_ratio_docs(pooled(a * ka), pooled(b * kb), level)
     la, lb = (np.array([x["nll"] / x["tokens"] for x in r]) for r in (a, b))
     if len(a) == len(b):                # seed i of a beside seed i of b: paired
         per, df = la - lb, len(a) - 1
@@ -346,13 +353,36 @@ def seed_ratio(a: list[dict], b: list[dict], level: float = 0.95, reps: int = 10
                 per_seed=[round(float(math.exp(x)), 4) for x in per],
                 seeds=len(a) if len(a) == len(b) else (len(a), len(b)))
 
-def seed_spread(runs: dict, labels: list[str], corpus: str) -> dict:
-    "`ppl_spread` over seed replicates: highest / lowest pooled PPL − 1, with `seed_ratio`'s noise."
+def seed_spread(runs: dict, labels: list[str], corpus: str, level: float = 0.95) -> dict:
+    "`ppl_spread` over seed replicates: highest / lowest pooled PPL − 1, the range's noise."
     by = sorted(labels, key=lambda m: pooled(runs[(m, corpus)])["ppl"])
-    r = seed_ratio(runs[(by[-1], corpus)], runs[(by[0], corpus)])
-    return dict(spread=round(r["ratio"] - 1, 4), noise=round(r["noise"], 4),
-                doc_noise=round(r["doc_noise"], 4), seed_noise=round(r["seed_noise"], 4),
-                highest=by[-1], lowest=by[0], seeds=r["seeds"])
+    lv = pair_level(len(by), level)
+    rs = [seed_ratio(runs[(hi, corpus)], runs[(lo, corpus)], lv)
+          for i, lo in enumerate(by) for hi in by[i + 1:]]
+    top = max(range(len(rs)), key=lambda i: rs[i]["noise"])        # the pair that sets the noise
+    r = rs[len(by) - 2]                                             # highest over lowest
+    return dict(spread=round(r["ratio"] - 1, 4), noise=round(rs[top]["noise"], 4),
+                doc_noise=round(rs[top]["doc_noise"], 4),
+                seed_noise=round(rs[top]["seed_noise"], 4),
+                highest=by[-1], lowest=by[0], seeds=r["seeds"], pairs=len(rs),
+                pair_level=round(lv, 4))
+
+def growth_pair(a_hi: dict, a_lo: dict, b_hi: dict, b_lo: dict) -> tuple[dict, dict]:
+    "Two results whose PPL ratio is (PPL_a(hi)/PPL_a(lo)) / (PPL_b(hi)/PPL_b(lo)), same tokens."
+    if any(list(r["doc_tokens"]) != list(a_hi["doc_tokens"]) for r in (a_lo, b_hi, b_lo)):
+        raise ValueError("growth_pair needs four results on the same documents and tokens")
+    def add(x, y):
+        nll = np.add(x["doc_nll"], y["doc_nll"])
+        return dict(doc_nll=nll.tolist(), doc_tokens=list(a_hi["doc_tokens"]),
+                    nll=float(nll.sum()), tokens=int(np.sum(a_hi["doc_tokens"])))
+    return add(a_hi, b_lo), add(a_lo, b_hi)
+
+def seed_growth_ratio(a_hi: list, a_lo: list, b_hi: list, b_lo: list, level: float = 0.95) -> dict:
+    "Run a's PPL growth from window lo to hi over run b's, one result per seed (`seed_ratio`)."
+    if len({len(a_hi), len(a_lo), len(b_hi), len(b_lo)}) != 1:
+        raise ValueError("seed_growth_ratio needs as many results (seeds) in each list")
+    two = [growth_pair(*r) for r in zip(a_hi, a_lo, b_hi, b_lo)]
+    return seed_ratio([x for x, _ in two], [y for _, y in two], level)
 
 # %% ../nbs/51_sweeps.ipynb #fb6de8a2
 def borrowed_seed_noise(r: dict, replicates: list[dict], runs: int = 2,
