@@ -381,13 +381,13 @@ def harm_gap(t: pd.DataFrame, target: tuple[str, str]) -> dict:
     "log PPL ratio of `target` minus `harm_rival`'s; noise: the intervals' facing half-widths."
     lg = lambda ix: np.log([float(t.ppl_ratio[ix]), float(t.ppl_ratio_lo[ix]),
                             float(t.ppl_ratio_hi[ix])])
-    if collapsed(t): return {"value": (float("nan"),) * 2}   # a broken model decides nothing
+    if target in collapsed(t): return {"value": (float("nan"),) * 2}   # broken by the edit itself
     (b, bl, bh), (w, wl, wh) = lg(target), lg(harm_rival(t, target))
     return {"value": (b - w, (b - bl) + (wh - w) if b > w else (bh - b) + (w - wl))}
 
 def simi_rival_gap(t: pd.DataFrame, target: tuple[str, str], col: str = "simi") -> dict:
     "`col`(`least_similar_rival`) − `col`(`target`) of one table, without noise."
-    if collapsed(t): return {"value": (float("nan"),) * 2}
+    if target in collapsed(t): return {"value": (float("nan"),) * 2}
     rv = least_similar_rival(t.reset_index(), target, col)
     return {"value": (float(t[col][rv] - t[col][target]), 0.0)}
 
