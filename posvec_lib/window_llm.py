@@ -16,16 +16,15 @@ from .decompose import PositionalVectors, combine, anchor_ratio, t_half_width
 from .evaluate import logits_nll, ppl_ratio_ci
 from .attention import (attention_pass, first_token_importance, sink_rate,
                                   SINK_RATE_EPS, head_label)
-from .ablate import (distinct_positions, parts_half_width, shifted_samples,
-                               reach_bound)
+from .ablate import parts_half_width, shifted_samples, reach_bound
 from .beyond import in_window_share
 from .pretrained import load_pretrained, model_docs, note_model_inputs, save_tiny
 from .inspect_model import sink_table
 
 # %% auto #0
-__all__ = ['TINY_GEMMA3', 'TINY_LAYER_TYPES', 'FULL_WINDOW', 'tiny_gemma3', 'window_docs', 'load_window_llm', 'layer_kinds',
-           'kind_layers', 'window_prefix', 'sliding_window', 'vectors_and_nll', 'window_vectors', 'window_measures',
-           'unwindowed', 'attention_parts', 'sink_measures', 'head_name']
+__all__ = ['TINY_GEMMA3', 'TINY_LAYER_TYPES', 'FLOAT_FLOOR', 'FULL_WINDOW', 'tiny_gemma3', 'window_docs', 'load_window_llm',
+           'layer_kinds', 'kind_layers', 'window_prefix', 'sliding_window', 'vectors_and_nll', 'window_vectors',
+           'paired_distinct', 'window_measures', 'unwindowed', 'attention_parts', 'sink_measures', 'head_name']
 
 # %% ../nbs/70_window_llm.ipynb #3b46751c
 TINY_GEMMA3 = "tiny-gemma3"
@@ -126,6 +125,42 @@ def window_vectors(model, samples: torch.Tensor, k: int = 8, tail: int | None = 
     out["nll_long"], out["nll_short"] = torch.cat(out["nll_long"]), torch.cat(out["nll_short"])
     return out
 
+# %% ../nbs/70_window_llm.ipynb #51506cc4
+FLOAT_FLOOR = 1e-3   # a paired difference below this share of the tail mean's norm is rounding
+
+def _paired_count(d: torch.Tensor, scale: torch.Tensor, crit: float) -> tuple:
+    "d [k, L, s, dim] paired differences of k parts: the mean's norm over its noise, and the count."
+    k, mean = d.shape[0], d.mean(0)
+    se = ((d - mean).pow(2).sum(-1).sum(0) / (k * (k - 1))).sqrt()              # [L, s]
+    dist = mean.norm(dim=-1)
+    ratio = dist / se.clamp_min(torch.finfo(se.dtype).tiny)
+    return ratio, ((ratio > crit) & (dist > FLOAT_FLOOR * scale[:, None])).sum(1)
+
+def paired_distinct(long: list, short: list, shift: int, level: float = 0.95) -> dict:
+    "Per layer: the positions t < shift where p'[t] − p[t + shift] (same texts) exceeds its noise."
+    from scipy.stats import t as student_t
+    k = len(long)
+    if k < 3 or len(short) != k:
+        raise ValueError(f"need ≥ 3 parts of each pass (the noise and its jackknife), got "
+                         f"{k} and {len(short)}")
+    if long[0].p.shape[1] < 2 * shift or short[0].p.shape[1] < shift:
+        raise ValueError(f"shift {shift} needs ≥ {2 * shift} positions of the windows and "
+                         f"≥ {shift} of the shifted ones, got {long[0].p.shape[1]} and "
+                         f"{short[0].p.shape[1]}")
+    d = torch.stack([b.p[:, :shift] - a.p[:, shift:2 * shift] for a, b in zip(long, short)])
+    scale = combine(*long).p[:, shift:].mean(1).norm(dim=-1)                  # [L]
+    q = lambda df: float(student_t.ppf((1 + level) / 2, df))
+    ratio, count = _paired_count(d, scale, q(k - 1))
+    keep = lambda i: torch.arange(k) != i
+    jk = np.stack([_paired_count(d[keep(i)], scale, q(k - 2))[1].numpy()
+                   for i in range(k)]).astype(float)                             # [k, L]
+    hw = lambda x: q(k - 1) * float(np.sqrt((k - 1) / k * ((x - x.mean()) ** 2).sum()))
+    L = d.shape[1]
+    return dict(count=count.numpy(), ratio=ratio.numpy(), critical=q(k - 1),
+                count_noise=np.array([hw(jk[:, l]) for l in range(L)]),
+                growth_noise=np.array([np.nan] + [hw(jk[:, l] - jk[:, l - 1])
+                                                  for l in range(1, L)]))
+
 # %% ../nbs/70_window_llm.ipynb #90e152c0
 def _prefix(pv: PositionalVectors, m: int) -> PositionalVectors:
     return PositionalVectors(pv.p[:m], pv.n_samples, pv.total_var[:m])
@@ -148,17 +183,13 @@ def window_measures(v: dict, config, n_initial: int = 4, bos: bool = True,
                 growth_noise=nan.copy(), uncensored=np.zeros(L),
                 distance=np.full((max(m, 1), T), np.nan), distinct_threshold=nan.copy())
     if m and distinct:       # False: a model without its window has no reach bound to count in
-        d = distinct_positions(_prefix(combine(*long), m), _prefix(combine(*short), m), s,
-                               window=W)
-        ck = np.stack([distinct_positions(_prefix(a, m), _prefix(b, m), s, window=W)["count"]
-                       .numpy() for a, b in zip(long, short)]).astype(float)     # [k, m]
-        out["distinct"][:m] = d["count"].numpy()
-        out["distinct_noise"][:m] = [parts_half_width(ck[:, l]) for l in range(m)]
+        d = paired_distinct([_prefix(a, m) for a in long], [_prefix(b, m) for b in short], s)
+        out["distinct"][:m], out["distinct_noise"][:m] = d["count"], d["count_noise"]
         out["growth"][1:m] = np.diff(out["distinct"][:m])
-        out["growth_noise"][1:m] = [parts_half_width(ck[:, l] - ck[:, l - 1]) for l in range(1, m)]
+        out["growth_noise"][1:m] = d["growth_noise"][1:]
         out["uncensored"][:m] = [reach_bound(l + 1, W) <= s for l in range(m)]
-        out["distance"][:] = d["distance"].numpy()
-        out["distinct_threshold"][:m] = d["threshold"].numpy()
+        out["distance"][:, :s] = d["ratio"]
+        out["distinct_threshold"][:m] = d["critical"]
     q = [combine(*long[i::4]) for i in range(4)], [combine(*short[i::4]) for i in range(4)]
     sh = (np.array([[in_window_share(q[0][i], q[1][(i + 1) % 4], W, layer=l) for l in range(L)]
                     for i in range(4)]) if 5 < W <= T - s else np.full((4, L), np.nan))  # [4, L]
