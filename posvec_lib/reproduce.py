@@ -24,10 +24,10 @@ from .agreement import compare_results, agreement_lines
 
 # %% auto #0
 __all__ = ['PAPER_ITEMS', 'ARTIFACTS', 'HEARTBEAT_S', 'MAX_CORRECTION', 'DROPPED_MIME', 'PROGRESS_BAR', 'check_items', 'select',
-           'git_commit', 'heartbeat_s', 'last_line', 'heartbeat', 'corrected_left', 'progress_line', 'Progress',
-           'machine_paths', 'without_paths', 'clean_output', 'clean_executed', 'keep_executed', 'run_artifact',
-           'preflight', 'check_runnable', 'committed_result', 'agreement_with', 'BatchLocked', 'batch_lock',
-           'reproduce', 'list_artifacts']
+           'git_commit', 'heartbeat_s', 'last_line', 'heartbeat', 'corrected_left', 'counted_wall', 'progress_line',
+           'Progress', 'machine_paths', 'without_paths', 'clean_output', 'clean_executed', 'keep_executed',
+           'run_artifact', 'preflight', 'check_runnable', 'committed_result', 'agreement_with', 'BatchLocked',
+           'batch_lock', 'reproduce', 'list_artifacts']
 
 # %% ../nbs/65_reproduce.ipynb #78f5e64a
 PAPER_ITEMS = (
@@ -184,6 +184,10 @@ def corrected_left(estimate_s: float, elapsed_s: float, later_s: float, measured
     r = min(max(r, 1 / MAX_CORRECTION), MAX_CORRECTION)
     art = max(0.0, r * estimate_s - elapsed_s)
     return art, art + r * later_s
+
+def counted_wall(wall_s: float, estimate_s: float) -> float:
+    "A finished artifact's wall time as the correction counts it: within 2× of its estimate."
+    return min(max(wall_s, estimate_s / MAX_CORRECTION), MAX_CORRECTION * estimate_s)
 
 def _minutes(s: float) -> str:
     "Seconds as minutes for a progress line."
@@ -605,7 +609,8 @@ def _run_batch(P: Profile, arts: list, force: bool, overrides: dict | None, repo
             rec = run_artifact(art, P, overrides, log, beat, out.tick)
             summary["ok" if rec["status"] == "ok" else "failed"].append(art.name)
             if rec["status"] == "ok" and row["eval_s"] is not None:
-                measured, estimated = measured + rec["wall_time_s"], estimated + row["estimate_s"]
+                measured += counted_wall(rec["wall_time_s"], row["estimate_s"])
+                estimated += row["estimate_s"]
             if rec["status"] == "ok" and ref:
                 new = read_result(figures_dir(P, art.name, create=False))[0] or {}
                 summary["agreement"][art.name] = dict(compare_results(ref["result"], new),
