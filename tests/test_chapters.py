@@ -41,3 +41,8 @@ def test_a_failing_cell_is_an_error(tmp_path):
 
 def test_unknown_chapter_is_refused():
     with pytest.raises(SystemExit, match="not a chapter"): chapters.chapters(["no_such.ipynb"])
+
+def test_stderr_and_stamped_log_lines_are_not_kept():
+    t = "[2026-12-08 00:26:02,273] [WARNING] [real_accelerator.py:213:f] CPU.\nresult 4\n"
+    assert chapters.kept([dict(output_type="stream", name="stdout", text=t)])[0]["text"] == "result 4\n"
+    assert chapters.kept([dict(output_type="stream", name="stderr", text="a warning\n")]) == []

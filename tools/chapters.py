@@ -15,7 +15,8 @@ SKIP_FLAGS = {"gpu"}    # settings.ini's tst_flags the CPU cannot run; `slow` ce
 VOLATILE = "volatile"   # a cell tag: outputs kept for the reader, not compared
 REL_TOL, ABS_TOL = 1e-2, 1e-6
 _NUM = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
-_MASKS = [(re.compile(r"0x[0-9a-fA-F]+"), "0x…"),                       # object addresses
+_MASKS = [(re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"), "<datetime>"),  # log stamps
+          (re.compile(r"0x[0-9a-fA-F]+"), "0x…"),                       # object addresses
           (re.compile(r"\d+(?:\.\d+)?\s?(?:s|ms|sec|seconds|it/s|s/it)\b"), "<time>"),
           (re.compile(r"\d{2}:\d{2}:\d{2}"), "<clock>")]
 
@@ -50,9 +51,20 @@ def execute(path: Path) -> tuple[list | None, str]:
             for c in nb.cells], ""
 
 
+_LOG_LINE = re.compile(r"^\[\d{4}-\d{2}-\d{2} [^]]*\] \[(?:WARNING|INFO|DEBUG)\].*\n?", re.M)
+
+
 def kept(outputs: list) -> list:
-    "The outputs a reader keeps: everything but stderr."
-    return [o for o in outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
+    "The outputs a reader keeps: everything but stderr and libraries' stamped log lines."
+    out = []
+    for o in outputs:
+        if o.get("output_type") == "stream":
+            if o.get("name") == "stderr": continue
+            text = _LOG_LINE.sub("", "".join(o.get("text", "")))
+            if not text: continue
+            o = dict(o, text=text)
+        out.append(o)
+    return out
 
 
 def write_outputs(path: Path, outs: list):
