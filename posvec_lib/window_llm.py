@@ -125,7 +125,7 @@ def window_vectors(model, samples: torch.Tensor, k: int = 8, tail: int | None = 
     out["nll_long"], out["nll_short"] = torch.cat(out["nll_long"]), torch.cat(out["nll_short"])
     return out
 
-# %% ../nbs/70_window_llm.ipynb #51506cc4
+# %% ../nbs/70_window_llm.ipynb #f495625a
 FLOAT_FLOOR = 1e-3   # a paired difference below this share of the tail mean's norm is rounding
 
 def _paired_count(d: torch.Tensor, scale: torch.Tensor, crit: float) -> tuple:
